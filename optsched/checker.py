@@ -1,0 +1,137 @@
+"""The independent checker: feasibility and worth of a schedule, written from the contract alone.
+
+It shares no code with any formulation, heuristic or with :mod:`optsched.values`: it reads the
+instance's data and the schedule's raw JSON and re-derives every rule of the contract's
+"Feasible" section and the "Worth" formula. It trusts none of the schedule's report fields.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from optsched.model import Instance
+from optsched.schedule import Schedule
+
+__all__ = ["CheckReport", "Violation", "check_schedule"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule (numbered as in the contract's "Feasible" list)."""
+
+    rule: int
+    message: str
+    job: str | None = None
+    node: str | None = None
+
+    def __str__(self) -> str:
+        return f"rule {self.rule}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "message": self.message, "job": self.job, "node": self.node}
+
+
+class CheckReport(list):
+    """The list of violations (empty when feasible), with the recomputed ``objective``.
+
+    The objective counts every job whose own assignment is readable, so it is meaningful
+    only when the list is empty.
+    """
+
+    def __init__(self, violations: list[Violation], objective: float) -> None:
+        super().__init__(violations)
+        self.objective = objective
+
+    @property
+    def feasible(self) -> bool:
+        return not self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feasible": self.feasible, "objective": self.objective, "violations": [v.to_dict() for v in self]}
+
+
+def _is_pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -> CheckReport:
+    """Every violation of the contract's feasibility rules, and the schedule's recomputed worth."""
+    raw = schedule.to_dict() if isinstance(schedule, Schedule) else schedule
+    out: list[Violation] = []
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("jobs", {}), Mapping):
+        return CheckReport([Violation(1, "the schedule must be an object whose 'jobs' maps job ids to assignments")], 0.0)
+    nodes = {n.id: n for n in instance.nodes}
+    jobs = {j.id: j for j in instance.jobs}
+    used_gpu = {n: 0 for n in nodes}
+    used_cpu = {n: 0 for n in nodes}
+    used_mem = {n: 0 for n in nodes}
+    total = 0.0
+    for jid, a in raw.get("jobs", {}).items():
+        if a is None:
+            continue
+        if jid not in jobs:
+            out.append(Violation(1, f"job {jid!r} does not exist", job=jid))
+            continue
+        job = jobs[jid]
+        if not isinstance(a, Mapping) or not isinstance(a.get("nodes"), Mapping) or not a.get("nodes"):
+            out.append(Violation(1, f"job {jid}: assignment must have a non-empty 'nodes' object", job=jid))
+            continue
+        ok = True
+        where: dict[str, int] = {}
+        for nid, k in a["nodes"].items():
+            if nid not in nodes:
+                out.append(Violation(1, f"job {jid}: node {nid!r} does not exist", job=jid, node=nid))
+                ok = False
+            elif not _is_pos_int(k):
+                out.append(Violation(1, f"job {jid}: GPU count on {nid} must be a positive integer, got {k!r}", job=jid, node=nid))
+                ok = False
+            else:
+                where[nid] = k
+        if not ok:
+            continue
+        # rule 2: the whole gang, on one allowed GPU type
+        n_gpus = sum(where.values())
+        if n_gpus != job.gpus:
+            out.append(Violation(2, f"job {jid}: gets {n_gpus} GPUs, needs exactly {job.gpus}", job=jid))
+        types = {nodes[n].gpu_type for n in where}
+        if len(types) > 1:
+            out.append(Violation(2, f"job {jid}: spans GPU types {sorted(types)}", job=jid))
+        gpu_type = next(iter(sorted(types)))
+        allowed = job.gpu_speed is None or gpu_type in job.gpu_speed
+        if not allowed:
+            out.append(Violation(2, f"job {jid}: GPU type {gpu_type} is not in its gpu_speed", job=jid))
+        # rule 3: a point of the profile grid
+        c, m = a.get("cpus_per_gpu"), a.get("mem_per_gpu_gb")
+        grid_c = list(job.profile.cpus_per_gpu)
+        grid_m = list(job.profile.mem_per_gpu_gb)
+        on_grid = isinstance(c, int) and isinstance(m, int) and not isinstance(c, bool) and not isinstance(m, bool) and c in grid_c and m in grid_m
+        if not on_grid:
+            out.append(Violation(3, f"job {jid}: ({c!r}, {m!r}) is not a point of its profile grid", job=jid))
+        for nid, k in where.items():
+            used_gpu[nid] += k
+            if on_grid:
+                used_cpu[nid] += c * k
+                used_mem[nid] += m * k
+        if not on_grid:
+            continue
+        tp = job.profile.throughput[grid_c.index(c)][grid_m.index(m)]
+        tp_demand = job.profile.throughput[grid_c.index(job.demand[0])][grid_m.index(job.demand[1])]
+        # rule 5: fairness
+        if instance.round.fair and tp < tp_demand:
+            out.append(Violation(5, f"job {jid}: throughput {tp:g} at ({c}, {m}) is below {tp_demand:g} at its demand (fair round)", job=jid))
+        if not allowed or len(types) > 1:
+            continue
+        speed = 1.0 if job.gpu_speed is None else job.gpu_speed[gpu_type]
+        value = job.weight * speed * tp / tp_demand * job.spread_factor ** (len(where) - 1)
+        if job.placement is not None and dict(job.placement) != where:
+            value *= 1.0 - job.restart_s / instance.round.duration_s
+        total += value
+    # rule 4: node capacities
+    for nid, node in nodes.items():
+        for what, used, cap in (("GPUs", used_gpu, node.gpus), ("CPU cores", used_cpu, node.cpus), ("GB of memory", used_mem, node.mem_gb)):
+            if used[nid] > cap:
+                out.append(Violation(4, f"node {nid}: {used[nid]} {what} used, {cap} available", node=nid))
+    return CheckReport(out, total if math.isfinite(total) else 0.0)

@@ -1,0 +1,444 @@
+"""The round instance: immutable, validated-once types for nodes, jobs, profiles and rounds.
+
+Each type validates itself at construction and refuses bad values with an
+:class:`~optsched.errors.InputError` naming the field. ``from_dict`` parses the contract's JSON
+(``docs/contract.md``) and prefixes errors with the JSON path (``jobs[3].demand``); ``to_dict``
+writes it back. Use :func:`dataclasses.replace` to derive a modified, re-validated copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from optsched.errors import InputError
+
+__all__ = ["CONTRACT_VERSION", "Instance", "Job", "Node", "Profile", "Round"]
+
+CONTRACT_VERSION = 1
+
+
+# --- small readers shared by every from_dict: one place that decides what a valid field is ----
+
+
+def _get(d: Mapping[str, Any], key: str, default: Any = ...) -> Any:
+    if key in d:
+        return d[key]
+    if default is ...:
+        raise InputError(key, None, "is required")
+    return default
+
+
+def _check_int(name: str, v: Any, lo: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(name, v, "must be an integer")
+    if v < lo:
+        raise InputError(name, v, f"must be >= {lo}")
+    return v
+
+
+def _check_float(name: str, v: Any, *, positive: bool = False, nonneg: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(name, v, "must be a number")
+    x = float(v)
+    if not math.isfinite(x):
+        raise InputError(name, v, "must be finite")
+    if positive and x <= 0:
+        raise InputError(name, v, "must be > 0")
+    if nonneg and x < 0:
+        raise InputError(name, v, "must be >= 0")
+    return x
+
+
+def _check_str(name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise InputError(name, v, "must be a non-empty string")
+    return v
+
+
+def _check_mapping(name: str, v: Any) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise InputError(name, v, "must be an object")
+    return v
+
+
+def _check_list(name: str, v: Any) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise InputError(name, v, "must be a list")
+    return list(v)
+
+
+def _frozen_map(m: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return None if m is None else MappingProxyType(dict(m))
+
+
+# --- types -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """A machine: ``gpus`` GPUs of one ``gpu_type``, ``cpus`` cores and ``mem_gb`` GB of memory."""
+
+    id: str
+    gpu_type: str
+    gpus: int
+    cpus: int
+    mem_gb: int
+    rack: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_str("id", self.id)
+        _check_str("gpu_type", self.gpu_type)
+        _check_int("gpus", self.gpus)
+        _check_int("cpus", self.cpus)
+        _check_int("mem_gb", self.mem_gb)
+        if self.rack is not None:
+            _check_str("rack", self.rack)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Node:
+        d = _check_mapping("", d)
+        return cls(
+            id=_get(d, "id"),
+            gpu_type=_get(d, "gpu_type"),
+            gpus=_get(d, "gpus"),
+            cpus=_get(d, "cpus"),
+            mem_gb=_get(d, "mem_gb"),
+            rack=_get(d, "rack", None),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": self.id,
+            "gpu_type": self.gpu_type,
+            "gpus": self.gpus,
+            "cpus": self.cpus,
+            "mem_gb": self.mem_gb,
+        }
+        if self.rack is not None:
+            d["rack"] = self.rack
+        return d
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Throughput (samples/s on a speed-1.0 GPU, one node) on a CPU x memory grid per GPU.
+
+    ``throughput[a][b]`` belongs to ``cpus_per_gpu[a]`` cores and ``mem_per_gpu_gb[b]`` GB.
+    """
+
+    cpus_per_gpu: tuple[int, ...]
+    mem_per_gpu_gb: tuple[int, ...]
+    throughput: tuple[tuple[float, ...], ...]
+
+    def __post_init__(self) -> None:
+        for name in ("cpus_per_gpu", "mem_per_gpu_gb"):
+            grid = tuple(_check_list(name, getattr(self, name)))
+            if not grid:
+                raise InputError(name, list(grid), "must not be empty")
+            for i, v in enumerate(grid):
+                _check_int(f"{name}[{i}]", v)
+                if i and v <= grid[i - 1]:
+                    raise InputError(f"{name}[{i}]", v, f"grid must be strictly increasing (after {grid[i - 1]})")
+            object.__setattr__(self, name, grid)
+        rows = _check_list("throughput", self.throughput)
+        if len(rows) != len(self.cpus_per_gpu):
+            raise InputError("throughput", f"{len(rows)} rows", f"must have {len(self.cpus_per_gpu)} rows (one per cpus_per_gpu level)")
+        table = []
+        for a, row in enumerate(rows):
+            row = _check_list(f"throughput[{a}]", row)
+            if len(row) != len(self.mem_per_gpu_gb):
+                raise InputError(f"throughput[{a}]", f"{len(row)} values", f"must have {len(self.mem_per_gpu_gb)} values (one per mem_per_gpu_gb level)")
+            table.append(tuple(_check_float(f"throughput[{a}][{b}]", v, positive=True) for b, v in enumerate(row)))
+        object.__setattr__(self, "throughput", tuple(table))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.cpus_per_gpu), len(self.mem_per_gpu_gb)
+
+    def index(self, cpus_per_gpu: int, mem_per_gpu_gb: int) -> tuple[int, int]:
+        """Grid indices of a point; ``KeyError`` when it is not on the grid."""
+        try:
+            return self.cpus_per_gpu.index(cpus_per_gpu), self.mem_per_gpu_gb.index(mem_per_gpu_gb)
+        except ValueError:
+            raise KeyError((cpus_per_gpu, mem_per_gpu_gb)) from None
+
+    def at(self, cpus_per_gpu: int, mem_per_gpu_gb: int) -> float:
+        a, b = self.index(cpus_per_gpu, mem_per_gpu_gb)
+        return self.throughput[a][b]
+
+    def points(self) -> list[tuple[int, int, float]]:
+        """Every grid point as ``(cpus_per_gpu, mem_per_gpu_gb, throughput)``."""
+        return [
+            (c, m, self.throughput[a][b])
+            for a, c in enumerate(self.cpus_per_gpu)
+            for b, m in enumerate(self.mem_per_gpu_gb)
+        ]
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Profile:
+        d = _check_mapping("", d)
+        return cls(
+            cpus_per_gpu=_get(d, "cpus_per_gpu"),
+            mem_per_gpu_gb=_get(d, "mem_per_gpu_gb"),
+            throughput=_get(d, "throughput"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpus_per_gpu": list(self.cpus_per_gpu),
+            "mem_per_gpu_gb": list(self.mem_per_gpu_gb),
+            "throughput": [list(r) for r in self.throughput],
+        }
+
+
+@dataclass(frozen=True)
+class Job:
+    """A gang of ``gpus`` GPUs to schedule this round, with its sensitivity profile.
+
+    ``demand`` is the fixed per-GPU ``(cpus_per_gpu, mem_per_gpu_gb)`` a non-fungible scheduler
+    would give. ``gpu_speed`` (``None``: every type at 1.0) lists the allowed GPU types.
+    ``placement`` (``None``: not running) maps node ids to the GPUs the job holds there now.
+    """
+
+    id: str
+    gpus: int
+    profile: Profile
+    demand: tuple[int, int]
+    weight: float = 1.0
+    model: str | None = None
+    gpu_speed: Mapping[str, float] | None = None
+    spread_factor: float = 1.0
+    placement: Mapping[str, int] | None = None
+    restart_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_str("id", self.id)
+        _check_int("gpus", self.gpus, lo=1)
+        if not isinstance(self.profile, Profile):
+            raise InputError("profile", self.profile, "must be a Profile")
+        object.__setattr__(self, "weight", _check_float("weight", self.weight, positive=True))
+        if self.model is not None:
+            _check_str("model", self.model)
+        demand = _check_list("demand", self.demand)
+        if len(demand) != 2:
+            raise InputError("demand", self.demand, "must be (cpus_per_gpu, mem_per_gpu_gb)")
+        c = _check_int("demand.cpus_per_gpu", demand[0])
+        m = _check_int("demand.mem_per_gpu_gb", demand[1])
+        if c not in self.profile.cpus_per_gpu:
+            raise InputError("demand.cpus_per_gpu", c, f"is not on the profile grid {list(self.profile.cpus_per_gpu)}")
+        if m not in self.profile.mem_per_gpu_gb:
+            raise InputError("demand.mem_per_gpu_gb", m, f"is not on the profile grid {list(self.profile.mem_per_gpu_gb)}")
+        object.__setattr__(self, "demand", (c, m))
+        if self.gpu_speed is not None:
+            speeds = _check_mapping("gpu_speed", self.gpu_speed)
+            if not speeds:
+                raise InputError("gpu_speed", dict(speeds), "must list at least one GPU type (omit it to allow all)")
+            clean = {}
+            for t, s in speeds.items():
+                _check_str("gpu_speed", t)
+                clean[t] = _check_float(f"gpu_speed.{t}", s, positive=True)
+            object.__setattr__(self, "gpu_speed", _frozen_map(clean))
+        sf = _check_float("spread_factor", self.spread_factor, positive=True)
+        if sf > 1.0:
+            raise InputError("spread_factor", self.spread_factor, "must be in (0, 1]")
+        object.__setattr__(self, "spread_factor", sf)
+        if self.placement is not None:
+            place = _check_mapping("placement", self.placement)
+            clean_p = {}
+            for n, k in place.items():
+                _check_str("placement", n)
+                clean_p[n] = _check_int(f"placement.{n}", k, lo=1)
+            if clean_p and sum(clean_p.values()) != self.gpus:
+                raise InputError("placement", dict(clean_p), f"must hold exactly gpus={self.gpus} GPUs in total")
+            object.__setattr__(self, "placement", _frozen_map(clean_p) if clean_p else None)
+        object.__setattr__(self, "restart_s", _check_float("restart_s", self.restart_s, nonneg=True))
+
+    # --- derived quantities used everywhere ---
+
+    @property
+    def demand_throughput(self) -> float:
+        return self.profile.at(*self.demand)
+
+    @property
+    def running(self) -> bool:
+        return self.placement is not None
+
+    def speed(self, gpu_type: str) -> float | None:
+        """Speed factor on ``gpu_type``, or ``None`` when the job may not use that type."""
+        if self.gpu_speed is None:
+            return 1.0
+        return self.gpu_speed.get(gpu_type)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Job:
+        d = _check_mapping("", d)
+        try:
+            profile = Profile.from_dict(_get(d, "profile"))
+        except InputError as e:
+            raise e.within("profile") from None
+        demand = _check_mapping("demand", _get(d, "demand"))
+        return cls(
+            id=_get(d, "id"),
+            gpus=_get(d, "gpus"),
+            profile=profile,
+            demand=(_get(demand, "cpus_per_gpu"), _get(demand, "mem_per_gpu_gb")) if _has_both(demand) else _missing_demand(demand),
+            weight=_get(d, "weight", 1.0),
+            model=_get(d, "model", None),
+            gpu_speed=_get(d, "gpu_speed", None),
+            spread_factor=_get(d, "spread_factor", 1.0),
+            placement=_get(d, "placement", None),
+            restart_s=_get(d, "restart_s", 0.0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "gpus": self.gpus, "weight": self.weight}
+        if self.model is not None:
+            d["model"] = self.model
+        d["profile"] = self.profile.to_dict()
+        d["demand"] = {"cpus_per_gpu": self.demand[0], "mem_per_gpu_gb": self.demand[1]}
+        if self.gpu_speed is not None:
+            d["gpu_speed"] = dict(self.gpu_speed)
+        if self.spread_factor != 1.0:
+            d["spread_factor"] = self.spread_factor
+        if self.placement is not None:
+            d["placement"] = dict(self.placement)
+        if self.restart_s:
+            d["restart_s"] = self.restart_s
+        return d
+
+
+def _has_both(demand: Mapping[str, Any]) -> bool:
+    return "cpus_per_gpu" in demand and "mem_per_gpu_gb" in demand
+
+
+def _missing_demand(demand: Mapping[str, Any]) -> tuple[int, int]:
+    key = "cpus_per_gpu" if "cpus_per_gpu" not in demand else "mem_per_gpu_gb"
+    raise InputError(f"demand.{key}", None, "is required")
+
+
+@dataclass(frozen=True)
+class Round:
+    """Round settings: its length (restart costs are a share of it) and Synergy-style fairness."""
+
+    duration_s: float = 300.0
+    fair: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "duration_s", _check_float("duration_s", self.duration_s, positive=True))
+        if not isinstance(self.fair, bool):
+            raise InputError("fair", self.fair, "must be true or false")
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Round:
+        d = _check_mapping("", d)
+        return cls(duration_s=_get(d, "duration_s", 300.0), fair=_get(d, "fair", False))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"duration_s": self.duration_s, "fair": self.fair}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One scheduling round: the cluster's nodes, the jobs to consider and the round settings."""
+
+    name: str
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...]
+    round: Round = field(default_factory=Round)
+    version: int = CONTRACT_VERSION
+    _node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _job_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.version != CONTRACT_VERSION:
+            raise InputError("version", self.version, f"unknown contract version (this optsched reads version {CONTRACT_VERSION})")
+        _check_str("name", self.name)
+        object.__setattr__(self, "nodes", tuple(_check_list("nodes", self.nodes)))
+        object.__setattr__(self, "jobs", tuple(_check_list("jobs", self.jobs)))
+        if not isinstance(self.round, Round):
+            raise InputError("round", self.round, "must be a Round")
+        node_index: dict[str, int] = {}
+        for i, n in enumerate(self.nodes):
+            if not isinstance(n, Node):
+                raise InputError(f"nodes[{i}]", n, "must be a Node")
+            if n.id in node_index:
+                raise InputError(f"nodes[{i}].id", n.id, "duplicate node id")
+            node_index[n.id] = i
+        job_index: dict[str, int] = {}
+        for i, j in enumerate(self.jobs):
+            if not isinstance(j, Job):
+                raise InputError(f"jobs[{i}]", j, "must be a Job")
+            if j.id in job_index:
+                raise InputError(f"jobs[{i}].id", j.id, "duplicate job id")
+            job_index[j.id] = i
+            for nid in (j.placement or {}):
+                if nid not in node_index:
+                    raise InputError(f"jobs[{i}].placement", nid, "names an unknown node id")
+                t = self.nodes[node_index[nid]].gpu_type
+                if j.speed(t) is None:
+                    raise InputError(f"jobs[{i}].placement", nid, f"is a {t} node, which the job's gpu_speed does not allow")
+        object.__setattr__(self, "_node_index", MappingProxyType(node_index))
+        object.__setattr__(self, "_job_index", MappingProxyType(job_index))
+
+    # --- lookups ---
+
+    def node(self, node_id: str) -> Node:
+        return self.nodes[self._node_index[node_id]]
+
+    def job(self, job_id: str) -> Job:
+        return self.jobs[self._job_index[job_id]]
+
+    def node_idx(self, node_id: str) -> int:
+        return self._node_index[node_id]
+
+    def job_idx(self, job_id: str) -> int:
+        return self._job_index[job_id]
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types present, in order of first appearance."""
+        return tuple(dict.fromkeys(n.gpu_type for n in self.nodes))
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(nodes, jobs)``."""
+        return len(self.nodes), len(self.jobs)
+
+    # --- JSON ---
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Instance:
+        d = _check_mapping("instance", d)
+        version = _get(d, "version")
+        if version != CONTRACT_VERSION:
+            raise InputError("version", version, f"unknown contract version (this optsched reads version {CONTRACT_VERSION})")
+        try:
+            rnd = Round.from_dict(_get(d, "round", {}))
+        except InputError as e:
+            raise e.within("round") from None
+        nodes = []
+        for i, nd in enumerate(_check_list("nodes", _get(d, "nodes"))):
+            try:
+                nodes.append(Node.from_dict(nd))
+            except InputError as e:
+                raise e.within(f"nodes[{i}]") from None
+        jobs = []
+        for i, jd in enumerate(_check_list("jobs", _get(d, "jobs"))):
+            try:
+                jobs.append(Job.from_dict(jd))
+            except InputError as e:
+                raise e.within(f"jobs[{i}]") from None
+        return cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "name": self.name,
+            "round": self.round.to_dict(),
+            "nodes": [n.to_dict() for n in self.nodes],
+            "jobs": [j.to_dict() for j in self.jobs],
+        }

@@ -1,0 +1,101 @@
+"""The single registry of solve methods: name -> family, summary, and where the class lives.
+
+A method is a class with one method, ``solve(instance, *, time_limit, seed, hint, **options)
+-> Result``. Built-in methods are listed here by import path so that importing optsched stays
+cheap (OR-Tools, PuLP and torch load only when a method that needs them runs). Unknown names
+raise :class:`~optsched.errors.InputError` listing the known ones; nothing falls back silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from optsched.errors import InputError
+from optsched.model import Instance
+from optsched.result import Result
+from optsched.schedule import Schedule
+
+__all__ = ["FAMILIES", "MethodInfo", "Solver", "get_method", "methods", "register_method"]
+
+#: method families accepted by ``solve_round(method=...)``, besides ``"auto"``
+FAMILIES = ("exact", "heuristic", "learned")
+
+
+class Solver(Protocol):
+    def solve(
+        self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
+    ) -> Result: ...
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    family: str
+    summary: str
+    target: str  #: "module:Class"
+    takes_hint: bool = False
+    default: bool = False  #: the family's default solver
+
+    def load(self) -> type[Solver]:
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "family": self.family, "summary": self.summary, "takes_hint": self.takes_hint, "default": self.default}
+
+
+_METHODS: dict[str, MethodInfo] = {}
+
+
+def register_method(
+    name: str, family: str, summary: str, target: str, *, takes_hint: bool = False, default: bool = False
+) -> MethodInfo:
+    """Add a method (``target`` = ``"module:Class"``). Names are unique; families are fixed."""
+    if family not in FAMILIES:
+        raise InputError("family", family, f"must be one of {list(FAMILIES)}")
+    if name in _METHODS or name in FAMILIES or name == "auto":
+        raise InputError("name", name, "is already registered")
+    if default and any(m.default and m.family == family for m in _METHODS.values()):
+        raise InputError("default", name, f"family {family!r} already has a default solver")
+    info = MethodInfo(name, family, summary, target, takes_hint, default)
+    _METHODS[name] = info
+    return info
+
+
+def get_method(name: str) -> MethodInfo:
+    try:
+        return _METHODS[name]
+    except (KeyError, TypeError):
+        raise InputError("solver", name, f"unknown solver; known: {sorted(_METHODS)}") from None
+
+
+def family_default(family: str) -> MethodInfo:
+    for m in _METHODS.values():
+        if m.family == family and m.default:
+            return m
+    raise InputError("method", family, f"no solver of this family is available; known methods: {['auto', *FAMILIES]}")
+
+
+def methods(family: str | None = None) -> list[MethodInfo]:
+    return [m for m in _METHODS.values() if family is None or m.family == family]
+
+
+# --- built-in methods ----------------------------------------------------------------------------
+register_method(
+    "cpsat", "exact", "Integrated formulation solved by OR-Tools CP-SAT (proven bounds)",
+    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True,
+)
+register_method(
+    "fixed-demand", "heuristic", "Two-stage baseline: weight order, fixed per-GPU demand, best fit",
+    "optsched.heuristics.fixed_demand:FixedDemand",
+)
+register_method(
+    "fungible-greedy", "heuristic", "Synergy-TUNE style: place, then give leftover CPU/memory by marginal gain",
+    "optsched.heuristics.fungible_greedy:FungibleGreedy",
+)
+register_method(
+    "lns", "heuristic", "CP-SAT large-neighbourhood search seeded by fungible-greedy",
+    "optsched.heuristics.lns:LargeNeighbourhoodSearch", takes_hint=True, default=True,
+)

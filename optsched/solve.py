@@ -1,0 +1,90 @@
+"""``solve_round``: the one entry point that every caller (Python, CLI, HTTP, simulator) uses."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from optsched.checker import check_schedule
+from optsched.errors import InputError
+from optsched.model import Instance
+from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
+from optsched.result import Result
+from optsched.schedule import Schedule
+
+__all__ = ["SolverBug", "choose_auto", "solve_round"]
+
+#: ``method="auto"`` solves exactly when jobs x nodes is at most this (measured: see docs/benchmarking.md)
+AUTO_EXACT_CELLS = 16_384
+
+
+class SolverBug(RuntimeError):
+    """A method returned a schedule the independent checker refuses: a bug, never bad input."""
+
+
+def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
+    """``auto``: the exact model where it is small enough to help, otherwise the best heuristic."""
+    n_nodes, n_jobs = instance.size
+    if n_nodes * n_jobs <= AUTO_EXACT_CELLS:
+        return family_default("exact")
+    return family_default("heuristic")
+
+
+def _resolve(instance: Instance, method: str, solver: str | None, time_limit: float) -> MethodInfo:
+    if method != "auto" and method not in FAMILIES:
+        raise InputError("method", method, f"unknown method; known: {['auto', *FAMILIES]}")
+    if solver is not None:
+        info = get_method(solver)
+        if method not in ("auto", info.family):
+            raise InputError("solver", solver, f"is a {info.family} solver, not a {method} one")
+        return info
+    if method == "auto":
+        return choose_auto(instance, time_limit)
+    return family_default(method)
+
+
+def solve_round(
+    instance: Instance | Mapping[str, Any],
+    method: str = "auto",
+    *,
+    solver: str | None = None,
+    time_limit: float = 10.0,
+    seed: int = 0,
+    hint: Schedule | Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Result:
+    """Solve one scheduling round.
+
+    ``method`` is a family (``"exact"``, ``"heuristic"``, ``"learned"``) or ``"auto"``;
+    ``solver`` picks a registered solver by name (``optsched.methods()`` lists them). The call
+    returns within ``time_limit`` seconds plus a small overhead, always with a schedule that the
+    independent checker accepts: the best one found when time runs out, the empty one at worst.
+    ``hint`` (a schedule) seeds methods that take one. Extra ``options`` go to the solver.
+    """
+    if not isinstance(instance, Instance):
+        instance = Instance.from_dict(instance)
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
+        raise InputError("time_limit", time_limit, "must be a positive number of seconds")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError("seed", seed, "must be a non-negative integer")
+    if hint is not None and not isinstance(hint, Schedule):
+        hint = Schedule.from_dict(hint)
+    if hint is not None:
+        bad = check_schedule(instance, hint)
+        if bad:
+            raise InputError("hint", str(bad[0]), "is not a feasible schedule for this instance")
+    info = _resolve(instance, method, solver, float(time_limit))
+    start = time.perf_counter()
+    result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
+    elapsed = time.perf_counter() - start
+    report = check_schedule(instance, result.schedule)
+    if report:
+        raise SolverBug(f"{info.name} returned an infeasible schedule for {instance.name}: {report[:3]}")
+    if not math.isclose(report.objective, result.objective, rel_tol=1e-6, abs_tol=1e-6):
+        raise SolverBug(f"{info.name} reported objective {result.objective} but the checker finds {report.objective}")
+    if result.bound is not None and result.bound < report.objective - 1e-6 * max(1.0, abs(report.objective)):
+        raise SolverBug(f"{info.name} reported bound {result.bound} below its own objective {report.objective}")
+    return replace(result, time_s=elapsed)

@@ -1,0 +1,49 @@
+"""The round's worth (contract section "Worth"), as the solvers compute it.
+
+The independent checker (:mod:`optsched.checker`) recomputes the same quantity from the
+contract's text without using this module, so the two cross-check each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from optsched.model import Instance, Job
+from optsched.schedule import Assignment, Schedule
+
+__all__ = ["assignment_value", "is_move", "job_value", "schedule_value"]
+
+
+def is_move(job: Job, nodes: Mapping[str, int]) -> bool:
+    """Whether a running job's node -> GPU map changes (which costs its restart)."""
+    return job.placement is not None and dict(job.placement) != {n: k for n, k in nodes.items() if k}
+
+
+def job_value(
+    instance: Instance,
+    job: Job,
+    gpu_type: str,
+    cpus_per_gpu: int,
+    mem_per_gpu_gb: int,
+    n_nodes: int,
+    moved: bool,
+) -> float:
+    """Worth of running ``job`` on ``n_nodes`` nodes of ``gpu_type`` at the given grid point."""
+    speed = job.speed(gpu_type)
+    if speed is None:
+        raise ValueError(f"job {job.id} may not run on {gpu_type}")
+    v = job.weight * speed * job.profile.at(cpus_per_gpu, mem_per_gpu_gb) / job.demand_throughput
+    v *= job.spread_factor ** (n_nodes - 1)
+    if moved:
+        v *= 1.0 - job.restart_s / instance.round.duration_s
+    return v
+
+
+def assignment_value(instance: Instance, job: Job, a: Assignment) -> float:
+    gpu_type = instance.node(next(iter(a.nodes))).gpu_type
+    return job_value(instance, job, gpu_type, a.cpus_per_gpu, a.mem_per_gpu_gb, len(a.nodes), is_move(job, a.nodes))
+
+
+def schedule_value(instance: Instance, schedule: Schedule) -> float:
+    """Objective of a schedule assumed feasible (see :func:`optsched.check_schedule`)."""
+    return sum(assignment_value(instance, instance.job(j), a) for j, a in schedule.jobs.items())
