@@ -99,3 +99,19 @@ register_method(
     "lns", "heuristic", "CP-SAT large-neighbourhood search seeded by fungible-greedy",
     "optsched.heuristics.lns:LargeNeighbourhoodSearch", takes_hint=True, default=True,
 )
+register_method(
+    "scip", "exact", "The shared MIP description solved by OR-Tools MPSolver with SCIP",
+    "optsched.mip.solvers:ScipSolver", takes_hint=True,
+)
+register_method(
+    "cbc", "exact", "The shared MIP description solved by OR-Tools MPSolver with CBC (ignores hints)",
+    "optsched.mip.solvers:CbcSolver",
+)
+register_method(
+    "pulp", "exact", "The shared MIP description solved by PuLP's bundled CBC",
+    "optsched.mip.solvers:PulpSolver",
+)
+register_method(
+    "maifs", "learned", "MAIFS-style attention policy distilled from exact solutions, repaired to feasibility",
+    "optsched.learned.solver:LearnedSolver", default=True,
+)

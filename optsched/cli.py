@@ -1,0 +1,55 @@
+"""The ``optsched`` command line: a thin dispatcher over one module per verb.
+
+Each verb lives in ``optsched/commands/<verb>.py`` with ``add_arguments(parser)`` and
+``run(args) -> int``; modules are imported only when their verb runs, so ``optsched check`` does
+not load torch. Exit codes: 0 success, 1 infeasible / violations, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from optsched.errors import InputError
+
+#: verb -> (module, one-line help). Add a verb by adding its module and one line here.
+VERBS: dict[str, tuple[str, str]] = {
+    "solve": ("optsched.commands.solve", "solve one round and write its schedule JSON"),
+    "check": ("optsched.commands.check", "check a schedule against an instance (independent checker)"),
+    "gen": ("optsched.commands.gen", "write random valid round instances"),
+    "methods": ("optsched.commands.methods", "list the registered solve methods"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # bad options are bad input: exit 2 with the message
+        self.print_usage(sys.stderr)
+        print(f"optsched: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="optsched", description="Integrated, fungible GPU-cluster round scheduling.")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=_Parser)
+    for verb, (module, help_) in VERBS.items():
+        p = sub.add_parser(verb, help=help_, description=help_)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except InputError as e:
+        print(f"optsched: bad input: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("optsched: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
