@@ -19,6 +19,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("optsched.commands.check", "check a schedule against an instance (independent checker)"),
     "gen": ("optsched.commands.gen", "write random valid round instances"),
     "methods": ("optsched.commands.methods", "list the registered solve methods"),
+    "bench": ("optsched.commands.bench", "run solvers over instance sets: results table, summary, plots"),
 }
 
 

@@ -1,0 +1,66 @@
+"""Execution backends for benchmark sweeps: one protocol, a local process pool by default.
+
+A backend maps a picklable function over tasks and yields results as they complete, so the
+runner can append each row to the results file the moment it exists (nothing lost on a crash).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from optsched.errors import InputError
+
+__all__ = ["Backend", "LocalPool", "Serial", "get_backend"]
+
+
+class Backend(Protocol):
+    def imap_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]: ...
+
+
+class Serial:
+    """Run in this process, one task after another (deterministic order; for tests and debugging)."""
+
+    def imap_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        for t in tasks:
+            yield fn(t)
+
+
+class LocalPool:
+    """A local process pool with at most ``workers`` tasks in flight."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+
+    def imap_unordered(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        todo = iter(tasks)
+        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+            running: set[Future] = set()
+            for t in todo:
+                running.add(pool.submit(fn, t))
+                if len(running) >= 2 * self.workers:
+                    break
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    yield f.result()
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        running.add(pool.submit(fn, nxt))
+
+
+def get_backend(name: str, *, workers: int | None = None, address: str | None = None) -> Backend:
+    """``"local"`` (process pool, the default), ``"serial"``, or ``"ray"`` (optional extra)."""
+    if name == "local":
+        return LocalPool(workers) if (workers or 0) != 1 else Serial()
+    if name == "serial":
+        return Serial()
+    if name == "ray":
+        try:
+            from optsched.bench.ray_backend import RayBackend
+        except ImportError as e:
+            raise InputError("backend", name, f"needs the optional extra: pip install 'optsched[ray]' ({e})") from None
+        return RayBackend(address=address, workers=workers)
+    raise InputError("backend", name, "unknown backend; known: ['local', 'serial', 'ray']")

@@ -1,0 +1,98 @@
+"""The instance library's index: one row per instance with its best-known value and best bound.
+
+``instances/index.csv`` is regenerated from results tables (``optsched bench ... --update-index``):
+the best-known objective is the best feasible objective any run found, the best bound the
+smallest proven bound, and an instance is proven optimal when the two meet (1e-6 relative).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from optsched.bench.runner import as_float
+from optsched.bench.summary import size_class
+from optsched.io import load_instance
+
+__all__ = ["INDEX_COLUMNS", "instance_files", "read_index", "update_index"]
+
+INDEX_COLUMNS = (
+    "instance", "path", "class", "nodes", "jobs", "gpus", "gpu_types", "fair", "running",
+    "best_known", "best_bound", "gap", "proven_optimal", "best_solver",
+)  # fmt: skip
+
+
+def instance_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Instance files named directly or found (recursively) in directories, sorted, no duplicates."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += sorted(q for q in p.rglob("*") if q.name.endswith((".json", ".json.gz")) and "index" not in q.name)
+        else:
+            found.append(p)
+    return list(dict.fromkeys(found))
+
+
+def read_index(path: str | Path) -> dict[str, dict[str, str]]:
+    p = Path(path)
+    if not p.exists():
+        return {}
+    with p.open(newline="") as f:
+        return {r["instance"]: r for r in csv.DictReader(f)}
+
+
+def _describe(path: Path, root: Path) -> dict[str, Any]:
+    inst = load_instance(path)
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        rel = path
+    return {
+        "instance": path.name,
+        "path": str(rel),
+        "class": size_class(len(inst.nodes), len(inst.jobs)),
+        "nodes": len(inst.nodes),
+        "jobs": len(inst.jobs),
+        "gpus": sum(n.gpus for n in inst.nodes),
+        "gpu_types": "+".join(sorted(inst.gpu_types)),
+        "fair": int(inst.round.fair),
+        "running": sum(1 for j in inst.jobs if j.running),
+    }
+
+
+def update_index(path: str | Path, files: Iterable[Path], rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Merge results ``rows`` into the index at ``path`` (created if absent) and write it back."""
+    path = Path(path)
+    index: dict[str, dict[str, Any]] = dict(read_index(path))
+    for f in files:
+        entry = index.get(f.name, {})
+        index[f.name] = {**entry, **_describe(f, path.parent)}
+    for r in rows:
+        e = index.get(r["instance"])
+        if e is None or r.get("status") == "error" or str(r.get("feasible")) != "1":
+            continue
+        obj, bound = as_float(r.get("objective")), as_float(r.get("bound"))
+        bk = as_float(e.get("best_known"))
+        if obj is not None and (bk is None or obj > bk + 1e-12):
+            e["best_known"], e["best_solver"] = obj, r["solver"]
+        bb = as_float(e.get("best_bound"))
+        if bound is not None and (bb is None or bound < bb):
+            e["best_bound"] = bound
+    for e in index.values():
+        bk, bb = as_float(e.get("best_known")), as_float(e.get("best_bound"))
+        if bk is not None and bb is not None:
+            gap = max(0.0, (bb - bk) / max(abs(bb), 1e-9))
+            e["gap"], e["proven_optimal"] = gap, int(gap <= 1e-6)
+        else:
+            e["gap"], e["proven_optimal"] = "", 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=INDEX_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for name in sorted(index, key=lambda n: (index[n].get("path", ""), n)):
+            w.writerow({c: index[name].get(c, "") for c in INDEX_COLUMNS})
+    tmp.replace(path)
+    return index

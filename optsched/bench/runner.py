@@ -1,0 +1,196 @@
+"""The benchmark runner: instances x solvers x seeds, in parallel, resumable, one tidy row per run.
+
+Rows are appended to a CSV file as each run completes (flushed and fsynced), so an interrupted
+sweep loses nothing; re-running the same command skips every (instance, solver, seed,
+time_limit) already present. Column meanings are documented in ``docs/benchmarking.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from optsched.bench.backends import Backend, get_backend
+from optsched.checker import check_schedule
+from optsched.io import load_instance
+
+__all__ = [
+    "COLUMNS", "BenchTask", "primal_integral", "read_rows", "read_trajectories", "run_bench", "run_task",
+    "time_to_gap", "trajectory_path",
+]
+
+COLUMNS = (
+    "instance", "nodes", "jobs", "method", "solver", "seed", "time_limit", "status", "feasible",
+    "objective", "bound", "gap", "best_known", "gap_to_best", "time_s", "time_to_1pct",
+    "primal_integral", "error",
+)  # fmt: skip
+
+_KEY = ("instance", "solver", "seed", "time_limit")
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    instance: str  #: path of the instance file
+    solver: str
+    seed: int = 0
+    time_limit: float = 10.0
+    best_known: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (Path(self.instance).name, self.solver, str(self.seed), _fmt(self.time_limit))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def time_to_gap(trajectory: Sequence[Sequence[float]], reference: float | None, gap: float = 0.01) -> float | None:
+    """First time an incumbent came within ``gap`` (relative) of ``reference``; ``None`` if never."""
+    if reference is None:
+        return None
+    for t, obj, *_ in trajectory:
+        if obj is not None and reference - obj <= gap * max(abs(reference), 1e-9):
+            return float(t)
+    return None
+
+
+def primal_integral(trajectory: Sequence[Sequence[float]], reference: float | None, horizon: float) -> float | None:
+    """Berthold's primal integral over ``[0, horizon]``: the integral of the primal gap
+    ``|ref - obj(t)| / max(|ref|, |obj(t)|)`` (1 before the first incumbent), in seconds."""
+    if reference is None or horizon <= 0:
+        return None
+    total, last_t, last_gap = 0.0, 0.0, 1.0
+    for t, obj, *_ in trajectory:
+        t = min(float(t), horizon)
+        total += last_gap * (t - last_t)
+        denom = max(abs(reference), abs(obj), 1e-12)
+        last_t, last_gap = t, min(1.0, abs(reference - obj) / denom)
+    total += last_gap * (horizon - last_t)
+    return total
+
+
+def run_task(task: BenchTask) -> dict[str, Any]:
+    """One run, never raising: a crash becomes a row with ``error`` set."""
+    from optsched.registry import get_method
+    from optsched.solve import solve_round
+
+    row: dict[str, Any] = dict.fromkeys(COLUMNS, "")
+    row.update(instance=Path(task.instance).name, solver=task.solver, seed=task.seed, time_limit=_fmt(task.time_limit))
+    try:
+        inst = load_instance(task.instance)
+        row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method=get_method(task.solver).family)
+        start = time.perf_counter()
+        res = solve_round(inst, solver=task.solver, time_limit=task.time_limit, seed=task.seed, **dict(task.options))
+        wall = time.perf_counter() - start
+        report = check_schedule(inst, res.schedule)
+        ref = task.best_known if task.best_known is not None else res.bound
+        traj = [tuple(p) for p in res.stats.get("trajectory", ())] or [(res.time_s, res.objective)]
+        row.update(
+            status=res.status.value,
+            feasible=int(not report),
+            objective=res.objective,
+            bound="" if res.bound is None else res.bound,
+            gap="" if res.gap is None else res.gap,
+            best_known="" if task.best_known is None else task.best_known,
+            gap_to_best="" if task.best_known is None else max(0.0, (task.best_known - res.objective) / max(abs(task.best_known), 1e-9)),
+            time_s=round(wall, 4),
+        )
+        t1 = time_to_gap(traj, ref)
+        pi = primal_integral(traj, ref, max(task.time_limit, wall))
+        row.update(time_to_1pct="" if t1 is None else round(t1, 4), primal_integral="" if pi is None else round(pi, 4))
+        row["_trajectory"] = [list(p) for p in traj]
+    except Exception as e:  # noqa: BLE001 - a benchmark records failures instead of stopping the sweep
+        row["error"] = f"{type(e).__name__}: {e}".replace("\n", " ")[:500]
+        row["status"] = "error"
+        if os.environ.get("OPTSCHED_BENCH_TRACEBACK"):
+            traceback.print_exc()
+    return row
+
+
+def _done_keys(path: Path) -> set[tuple[str, ...]]:
+    if not path.exists():
+        return set()
+    with path.open(newline="") as f:
+        return {tuple(r[k] for k in _KEY) for r in csv.DictReader(f) if r.get("status") != "error"}
+
+
+def trajectory_path(out: str | Path) -> Path:
+    """Where the incumbent/bound trajectories of a results table live (JSON lines beside it)."""
+    out = Path(out)
+    return out.with_name(out.stem + ".trajectories.jsonl")
+
+
+def read_trajectories(out: str | Path) -> dict[tuple[str, ...], list[list[float]]]:
+    """(instance, solver, seed, time_limit) -> [[t, objective, bound?], ...] for every run recorded."""
+    p = trajectory_path(out)
+    if not p.exists():
+        return {}
+    found = {}
+    for line in p.read_text().splitlines():
+        if line.strip():
+            d = json.loads(line)
+            found[tuple(d[k] for k in _KEY)] = d["trajectory"]
+    return found
+
+
+def read_rows(path: str | Path) -> list[dict[str, str]]:
+    with Path(path).open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def run_bench(
+    tasks: Iterable[BenchTask],
+    out: str | Path,
+    *,
+    backend: str | Backend = "local",
+    workers: int | None = 1,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run every task not already in ``out`` and append its row; returns the new rows.
+
+    ``workers=1`` (the default) runs one solve at a time so each gets the whole machine: timings
+    in the table are then comparable. Rows that errored are retried on the next run.
+    """
+    out = Path(out)
+    done = _done_keys(out)
+    todo = [t for t in tasks if t.key() not in done]
+    be = get_backend(backend, workers=workers) if isinstance(backend, str) else backend
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not out.exists() or out.stat().st_size == 0
+    rows: list[dict[str, Any]] = []
+    with out.open("a", newline="") as f, trajectory_path(out).open("a") as ft:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        if new_file:
+            writer.writeheader()
+        bar = tqdm(total=len(todo), desc="bench", unit="run", disable=not progress or not todo)
+        for row in be.imap_unordered(run_task, todo):
+            writer.writerow(row)
+            f.flush()
+            os.fsync(f.fileno())
+            if "_trajectory" in row:
+                ft.write(json.dumps({**{k: str(row[k]) for k in _KEY}, "trajectory": row.pop("_trajectory")}) + "\n")
+                ft.flush()
+            rows.append(row)
+            bar.update(1)
+            bar.set_postfix_str(f"{row['solver']} {row['status']}")
+        bar.close()
+    return rows
+
+
+def as_float(x: Any) -> float | None:
+    """A CSV cell as float (``None`` for empty cells)."""
+    if x is None or x == "":
+        return None
+    v = float(x)
+    return v if math.isfinite(v) else None

@@ -1,0 +1,97 @@
+"""``optsched bench``: run solvers over instance sets; a resumable results table, a summary, plots."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from optsched.errors import InputError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("instances", nargs="+", help="instance files or directories (searched recursively)")
+    p.add_argument("--solvers", default="cpsat,fungible-greedy", help="comma-separated solver names (see `optsched methods`)")
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds per run (default 10)")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p.add_argument("--workers", type=int, default=1, help="runs in parallel (default 1: each run gets the whole machine)")
+    p.add_argument("--backend", default="local", help="local (process pool), serial, or ray")
+    p.add_argument("-o", "--out", default="bench-results.csv", help="results table (CSV), appended to and resumed")
+    p.add_argument("--index", help="instance index CSV giving best-known values (e.g. instances/index.csv)")
+    p.add_argument("--update-index", action="store_true", help="write best-known values and bounds back into --index")
+    p.add_argument("--plot", metavar="DIR", help="write performance-profile and bound-trajectory PNGs into DIR")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from optsched.bench.index import instance_files, read_index, update_index
+    from optsched.bench.runner import BenchTask, read_rows, read_trajectories, run_bench
+    from optsched.bench.summary import format_table, summarise
+    from optsched.registry import get_method
+
+    solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
+    for s in solvers:
+        get_method(s)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise InputError("--seeds", args.seeds, "must be comma-separated integers") from None
+    if args.time_limit <= 0:
+        raise InputError("--time-limit", args.time_limit, "must be positive")
+    if args.workers < 1:
+        raise InputError("--workers", args.workers, "must be >= 1")
+    if args.update_index and not args.index:
+        raise InputError("--update-index", True, "needs --index")
+    files = instance_files(args.instances)
+    missing = [f for f in files if not f.exists()]
+    if missing:
+        raise InputError("instances", str(missing[0]), "no such file or directory")
+    if not files:
+        raise InputError("instances", args.instances, "no instance files found")
+    index = read_index(args.index) if args.index else {}
+    tasks = [
+        BenchTask(str(f), s, seed, args.time_limit, best_known=_float(index.get(f.name, {}).get("best_known")))
+        for f in files
+        for s in solvers
+        for seed in seeds
+    ]
+    run_bench(tasks, args.out, backend=args.backend, workers=args.workers, progress=not args.no_progress)
+    names = {f.name for f in files}
+    rows = [r for r in read_rows(args.out) if r["instance"] in names and r["solver"] in solvers]
+    print(format_table(summarise(rows)))
+    if args.update_index:
+        update_index(args.index, files, rows)
+        print(f"index updated: {args.index}")
+    if args.plot:
+        _plots(Path(args.plot), rows, read_trajectories(args.out))
+        print(f"plots written to {args.plot}")
+    return 0
+
+
+def _float(x: str | None) -> float | None:
+    return None if x in (None, "") else float(x)
+
+
+def _plots(out: Path, rows: list[dict], trajectories: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from optsched.bench.plots import plot_bounds_over_time, plot_performance_profile
+
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    plot_performance_profile(rows, trajectories, ax=ax)
+    fig.tight_layout()
+    fig.savefig(out / "performance_profile.png", dpi=120)
+    plt.close(fig)
+    by_instance: dict[str, dict[str, list]] = {}
+    for (inst, solver, seed, _tl), traj in trajectories.items():
+        if any(r["instance"] == inst and r["solver"] == solver for r in rows) and seed == str(rows[0]["seed"]):
+            by_instance.setdefault(inst, {})[solver] = traj
+    for inst, trajs in sorted(by_instance.items())[:12]:
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        plot_bounds_over_time(trajs, ax=ax, title=inst)
+        fig.tight_layout()
+        fig.savefig(out / f"bounds_{inst.split('.')[0]}.png", dpi=120)
+        plt.close(fig)
