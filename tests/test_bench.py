@@ -1,0 +1,102 @@
+"""The benchmark runner: resumable rows, metrics, summary, index and plots (no real solver needed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from optsched import Instance, Job, Node, Profile, Result, Schedule, Status, save_instance
+from optsched.bench import BenchTask, run_bench, summarise
+from optsched.bench.index import instance_files, read_index, update_index
+from optsched.bench.runner import primal_integral, read_rows, read_trajectories, time_to_gap
+from optsched.bench.summary import format_table, size_class
+from optsched.registry import _METHODS, register_method
+from optsched.schedule import Assignment
+from optsched.values import schedule_value
+
+PROFILE = Profile((1, 2), (10, 20), ((1.0, 1.0), (2.0, 2.0)))
+
+
+def _instance(name: str) -> Instance:
+    return Instance(name, (Node("n0", "V100", 2, 4, 40),), (Job("a", 1, PROFILE, (1, 10)), Job("b", 1, PROFILE, (1, 10))))
+
+
+class _OneJob:
+    """Test solver: schedules job 'a' at (2, 10) and reports a two-point trajectory."""
+
+    def solve(self, instance, *, time_limit, seed, hint=None, **options):
+        s = Schedule(instance.name, {"a": Assignment({"n0": 1}, 2, 10)})
+        obj = schedule_value(instance, s)
+        return Result(s, Status.FEASIBLE, obj, 4.0, "test-one", "heuristic", 0.01, {"trajectory": [[0.0, 0.0, 5.0], [0.01, obj, 4.0]]})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered():
+    if "test-one" not in _METHODS:
+        register_method("test-one", "heuristic", "test only", f"{__name__}:_OneJob")
+    yield
+
+
+def test_time_to_gap_and_primal_integral_by_hand():
+    traj = [(1.0, 5.0), (3.0, 9.0), (6.0, 10.0)]
+    assert time_to_gap(traj, 10.0, 0.01) == 6.0
+    assert time_to_gap(traj, 10.0, 0.15) == 3.0
+    assert time_to_gap(traj, None) is None
+    # gap 1 on [0,1), 0.5 on [1,3), 0.1 on [3,6), 0 on [6,10]
+    assert primal_integral(traj, 10.0, 10.0) == pytest.approx(1.0 + 1.0 + 0.3)
+
+
+def test_run_bench_writes_rows_and_resumes(tmp_path):
+    files = []
+    for name in ("i1", "i2"):
+        save_instance(_instance(name), tmp_path / f"{name}.json")
+        files.append(tmp_path / f"{name}.json")
+    out = tmp_path / "res.csv"
+    tasks = [BenchTask(str(f), "test-one", 0, 1.0) for f in files]
+    rows = run_bench(tasks, out, backend="serial", progress=False)
+    assert len(rows) == 2
+    assert all(r["feasible"] == 1 and r["status"] == "feasible" for r in rows)
+    assert run_bench(tasks, out, backend="serial", progress=False) == []  # resumed: nothing to redo
+    stored = read_rows(out)
+    assert len(stored) == 2 and float(stored[0]["objective"]) == pytest.approx(2.0)
+    assert set(read_trajectories(out)) == {(f.name, "test-one", "0", "1") for f in files}
+    with out.open() as f:
+        assert next(csv.reader(f))[0] == "instance"
+
+
+def test_errors_become_rows_and_are_retried(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 9}))
+    out = tmp_path / "res.csv"
+    rows = run_bench([BenchTask(str(bad), "test-one")], out, backend="serial", progress=False)
+    assert rows[0]["status"] == "error" and "version" in rows[0]["error"]
+    assert len(run_bench([BenchTask(str(bad), "test-one")], out, backend="serial", progress=False)) == 1
+
+
+def test_summary_index_and_plots(tmp_path):
+    save_instance(_instance("i1"), tmp_path / "i1.json")
+    out = tmp_path / "res.csv"
+    run_bench([BenchTask(str(tmp_path / "i1.json"), "test-one")], out, backend="serial", progress=False)
+    rows = read_rows(out)
+    summary = summarise(rows)
+    assert summary[0]["class"] == "tiny" and summary[0]["runs"] == 1 and summary[0]["infeasible"] == 0
+    assert "test-one" in format_table(summary)
+    index = update_index(tmp_path / "index.csv", instance_files([tmp_path]), rows)
+    assert index["i1.json"]["best_known"] == pytest.approx(2.0)
+    assert read_index(tmp_path / "index.csv")["i1.json"]["proven_optimal"] == "0"  # bound 4 > 2
+
+    from optsched.commands.bench import _plots
+
+    _plots(tmp_path / "plots", rows, read_trajectories(out))
+    assert (tmp_path / "plots" / "performance_profile.png").stat().st_size > 1000
+    assert (tmp_path / "plots" / "bounds_i1.png").exists()
+
+
+def test_size_classes():
+    assert size_class(4, 8) == "tiny"
+    assert size_class(8, 32) == "small"
+    assert size_class(64, 256) == "medium"
+    assert size_class(1024, 4000) == "large"
+    assert size_class(2048, 8000) == "huge"
