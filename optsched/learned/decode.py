@@ -1,0 +1,355 @@
+"""Coordinated decoding of the policy's scores into a feasible schedule, and its Evaluate mode.
+
+**Decoding** (the coordination step). The network scores every job once; jobs then act one at a
+time, most confident first (descending admit logit), against capacity that earlier jobs have
+used. A job picks the (grid point, node) pair maximising ``point logit + node logit + fit_j x
+(free GPUs left on the node after it / node GPUs)`` over the pairs that fit; the last term is a
+learned per-job best-fit / worst-fit preference that changes as nodes fill, so jobs that want the
+same node are resolved in confidence order and later ones see the node's new state. A gang that
+fits on no single node is split greedily over the nodes of one allowed GPU type (most GPUs
+available first, policy score breaking ties), trying grid points in policy order. Jobs that do
+not fit wait. A final pass hands leftover cores and memory to co-located jobs by marginal gain
+(moving a job to a better grid point when all its nodes have room). Every step checks
+capacities, so the result is feasible by construction (tests check it with the independent
+checker).
+
+**Evaluate mode** (:func:`log_likelihood`). The log-probability of a given schedule under the
+same factorisation: an admit/queue Bernoulli per job, and for each scheduled job, in decoding
+order, a softmax over the nodes still open to it (capacity masks computed from the earlier jobs
+of the given schedule) and a softmax over the grid points its nodes can still hold. It is
+differentiable (behaviour cloning maximises it) and scores any external decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from optsched.learned.features import RoundFeatures
+from optsched.learned.policy import NEG, PolicyOutput
+from optsched.model import Instance
+from optsched.schedule import Assignment, Schedule
+
+__all__ = ["Scores", "decode", "log_likelihood", "redistribute_leftover", "scores_of", "target_arrays"]
+
+_OPEN = NEG / 2  # logits above this are possible choices
+
+
+@dataclass
+class Scores:
+    """One round's (unpadded) policy scores as numpy arrays."""
+
+    admit: np.ndarray  # (J,)
+    node: np.ndarray  # (J, N)
+    point: np.ndarray  # (J, P)
+    fit: np.ndarray  # (J,)
+
+
+def scores_of(out: PolicyOutput, b: int, feats: RoundFeatures) -> Scores:
+    """Round ``b`` of a batched output, cut to its real sizes."""
+    J, N, P = feats.n_jobs, feats.n_nodes, feats.point.shape[1]
+    f = lambda t: t.detach().float().cpu().numpy().astype(np.float64)  # noqa: E731
+    return Scores(admit=f(out.admit[b, :J]), node=f(out.node[b, :J, :N]), point=f(out.point[b, :J, :P]), fit=f(out.fit[b, :J]))
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+class _State:
+    """Free capacity per node, and the decision so far."""
+
+    def __init__(self, feats: RoundFeatures) -> None:
+        self.free_g = feats.node_gpus.copy()
+        self.free_c = feats.node_cpus.copy()
+        self.free_m = feats.node_mem.copy()
+        self.where: dict[int, dict[int, int]] = {}  # job -> node -> GPUs
+        self.point: dict[int, int] = {}  # job -> point index
+
+    def place(self, j: int, nodes: dict[int, int], p: int, c: int, m: int) -> None:
+        for n, k in nodes.items():
+            self.free_g[n] -= k
+            self.free_c[n] -= c * k
+            self.free_m[n] -= m * k
+        self.where[j] = nodes
+        self.point[j] = p
+
+
+def _gumbel(rng: np.random.Generator | None, shape: tuple[int, ...], temperature: float) -> np.ndarray | float:
+    if rng is None:
+        return 0.0
+    return temperature * rng.gumbel(size=shape)
+
+
+def decode(
+    instance: Instance,
+    feats: RoundFeatures,
+    scores: Scores,
+    *,
+    rng: np.random.Generator | None = None,
+    temperature: float = 1.0,
+    top_k: int = 64,
+    fixed: dict[int, tuple[dict[int, int], int]] | None = None,
+    leftover: bool = True,
+) -> Schedule:
+    """A feasible schedule from the policy's scores (greedy; sampled when ``rng`` is given).
+
+    ``top_k`` bounds the nodes a job examines first (its best-scored ones); only when none of
+    them fits does it scan every node, so large rounds cost about O(jobs x top_k).
+    ``fixed`` pre-places jobs (job index -> ({node index: GPUs}, point index)) before decoding
+    the others: the decoder then completes a partial decision (used by warm starts).
+    """
+    J, N = feats.n_jobs, feats.n_nodes
+    st = _State(feats)
+    if fixed:
+        for j, (nodes, p) in fixed.items():
+            st.place(j, dict(nodes), p, int(feats.point_c[j, p]), int(feats.point_m[j, p]))
+    if J == 0 or N == 0:
+        return _schedule(instance, feats, st)
+    admit = scores.admit + _gumbel(rng, (J,), temperature)
+    order = np.argsort(-admit, kind="stable")
+    node_logit = scores.node + _gumbel(rng, scores.node.shape, temperature)
+    point_logit = scores.point + _gumbel(rng, scores.point.shape, temperature)
+    allowed = scores.node > _OPEN
+    k = min(top_k, N)
+    if k < N:
+        cand_top = np.argpartition(-node_logit, k - 1, axis=1)[:, :k]
+    else:
+        cand_top = np.broadcast_to(np.arange(N), (J, N))
+    safe_gpus = np.maximum(feats.node_gpus, 1)
+    type_ids = np.unique(feats.node_type)
+    for j in order:
+        if j in st.where:
+            continue
+        g = int(feats.gpus[j])
+        if st.free_g.max(initial=0) <= 0:
+            break
+        pts = np.flatnonzero(point_logit[j] > _OPEN)
+        if pts.size == 0:
+            continue
+        pc, pm = feats.point_c[j, pts] * g, feats.point_m[j, pts] * g
+        pl = point_logit[j, pts]
+        choice = _single_node(j, g, cand_top[j], allowed, node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
+        if choice is None and k < N:
+            choice = _single_node(j, g, np.arange(N), allowed, node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
+        if choice is not None:
+            p, n = choice
+            st.place(j, {int(n): g}, int(pts[p]), int(feats.point_c[j, pts[p]]), int(feats.point_m[j, pts[p]]))
+            continue
+        if g > 1:
+            split = _split(instance, j, g, pts, pl, feats, allowed[j], node_logit[j], st, type_ids)
+            if split is not None:
+                nodes, p = split
+                st.place(j, nodes, int(p), int(feats.point_c[j, p]), int(feats.point_m[j, p]))
+    if leftover:
+        redistribute_leftover(instance, feats, st)
+    return _schedule(instance, feats, st)
+
+
+def _single_node(
+    j: int,
+    g: int,
+    cand: np.ndarray,
+    allowed: np.ndarray,
+    node_logit: np.ndarray,
+    pl: np.ndarray,
+    pc: np.ndarray,
+    pm: np.ndarray,
+    st: _State,
+    fit: float,
+    safe_gpus: np.ndarray,
+) -> tuple[int, int] | None:
+    """Best (point position, node) with the whole gang on one node, or ``None``."""
+    cand = cand[allowed[j, cand] & (st.free_g[cand] >= g)]
+    if cand.size == 0:
+        return None
+    ok = (st.free_c[cand][None, :] >= pc[:, None]) & (st.free_m[cand][None, :] >= pm[:, None])
+    if not ok.any():
+        return None
+    s = node_logit[j, cand] + fit * (st.free_g[cand] - g) / safe_gpus[cand]
+    total = np.where(ok, pl[:, None] + s[None, :], -np.inf)
+    flat = int(np.argmax(total))
+    p, i = divmod(flat, cand.size)
+    return p, int(cand[i])
+
+
+def _split(
+    instance: Instance,
+    j: int,
+    g: int,
+    pts: np.ndarray,
+    pl: np.ndarray,
+    feats: RoundFeatures,
+    allowed: np.ndarray,
+    node_logit: np.ndarray,
+    st: _State,
+    type_ids: np.ndarray,
+) -> tuple[dict[int, int], int] | None:
+    """Spread a gang over nodes of one GPU type: best estimated worth over (point, type)."""
+    job = instance.jobs[j]
+    best: tuple[float, dict[int, int], int] | None = None
+    open_nodes = allowed & (st.free_g > 0)
+    if int(st.free_g[open_nodes].sum()) < g:
+        return None
+    for pos in np.argsort(-pl, kind="stable"):
+        p = int(pts[pos])
+        c, m = int(feats.point_c[j, p]), int(feats.point_m[j, p])
+        cap = st.free_g.copy()
+        if c > 0:
+            cap = np.minimum(cap, st.free_c // c)
+        if m > 0:
+            cap = np.minimum(cap, st.free_m // m)
+        cap = np.where(open_nodes, np.maximum(cap, 0), 0)
+        for t in type_ids:
+            on_t = np.flatnonzero((feats.node_type == t) & (cap > 0))
+            if on_t.size == 0 or int(cap[on_t].sum()) < g:
+                continue
+            order = on_t[np.lexsort((-node_logit[on_t], -cap[on_t]))]
+            nodes: dict[int, int] = {}
+            need = g
+            for n in order:
+                take = int(min(cap[n], need))
+                nodes[int(n)] = take
+                need -= take
+                if need == 0:
+                    break
+            speed = job.speed(instance.gpu_types[int(t)]) or 0.0
+            worth = feats.point_value[j, p] * speed * job.spread_factor ** (len(nodes) - 1)
+            if best is None or worth > best[0] + 1e-12:
+                best = (worth, nodes, p)
+        if best is not None:
+            return best[1], best[2]  # the policy's preferred point that admits a split
+    return None
+
+
+def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: _State, passes: int = 3) -> None:
+    """Give leftover cores and memory to placed jobs by marginal gain (grid-point upgrades)."""
+    jobs = list(st.where)
+    for _ in range(passes):
+        gains: list[tuple[float, int, int]] = []
+        for j in jobs:
+            best = _best_upgrade(feats, st, j)
+            if best is not None:
+                gains.append((best[0], j, best[1]))
+        if not gains:
+            return
+        changed = False
+        for _gain, j, _p in sorted(gains, key=lambda x: (-x[0], x[1])):
+            best = _best_upgrade(feats, st, j)  # re-check: earlier upgrades used capacity
+            if best is None:
+                continue
+            p_new = best[1]
+            nodes = st.where[j]
+            p_old = st.point[j]
+            dc = int(feats.point_c[j, p_new] - feats.point_c[j, p_old])
+            dm = int(feats.point_m[j, p_new] - feats.point_m[j, p_old])
+            for n, k in nodes.items():
+                st.free_c[n] -= dc * k
+                st.free_m[n] -= dm * k
+            st.point[j] = p_new
+            changed = True
+        if not changed:
+            return
+
+
+def _best_upgrade(feats: RoundFeatures, st: _State, j: int) -> tuple[float, int] | None:
+    p_old = st.point[j]
+    val = feats.point_value[j]
+    better = feats.point_ok[j] & feats.point_mask[j] & (val > val[p_old] + 1e-12)
+    if not better.any():
+        return None
+    cand = np.flatnonzero(better)
+    dc = feats.point_c[j, cand] - feats.point_c[j, p_old]
+    dm = feats.point_m[j, cand] - feats.point_m[j, p_old]
+    ok = np.ones(cand.size, dtype=bool)
+    for n, k in st.where[j].items():
+        ok &= (dc * k <= st.free_c[n]) & (dm * k <= st.free_m[n])
+    if not ok.any():
+        return None
+    cand = cand[ok]
+    i = int(np.argmax(val[cand]))
+    return float(val[cand[i]] - val[p_old]), int(cand[i])
+
+
+def _schedule(instance: Instance, feats: RoundFeatures, st: _State) -> Schedule:
+    jobs = {}
+    for j, nodes in st.where.items():
+        p = st.point[j]
+        jobs[instance.jobs[j].id] = Assignment(
+            {instance.nodes[n].id: k for n, k in nodes.items()}, int(feats.point_c[j, p]), int(feats.point_m[j, p])
+        )
+    return Schedule(instance.name, jobs)
+
+
+# --- Evaluate mode ----------------------------------------------------------------------------
+
+
+def target_arrays(instance: Instance, feats: RoundFeatures, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """``(gpus (J, N), point index (J,) or -1)`` of a schedule that names this round's jobs and nodes."""
+    J, N = feats.n_jobs, feats.n_nodes
+    gpus = np.zeros((J, N), dtype=np.int64)
+    point = np.full(J, -1, dtype=np.int64)
+    for jid, a in schedule.jobs.items():
+        j = instance.job_idx(jid)
+        for nid, k in a.nodes.items():
+            gpus[j, instance.node_idx(nid)] = k
+        hits = np.flatnonzero(feats.point_mask[j] & (feats.point_c[j] == a.cpus_per_gpu) & (feats.point_m[j] == a.mem_per_gpu_gb))
+        if hits.size != 1:
+            raise ValueError(f"job {jid}: ({a.cpus_per_gpu}, {a.mem_per_gpu_gb}) is not a grid point")
+        point[j] = hits[0]
+    return gpus, point
+
+
+def log_likelihood(
+    out: PolicyOutput, b: int, feats: RoundFeatures, gpus: np.ndarray, point: np.ndarray
+) -> dict[str, torch.Tensor]:
+    """Log-likelihood terms (``admit``, ``node``, ``point``, ``total``) of a schedule for round ``b``.
+
+    ``gpus`` and ``point`` come from :func:`target_arrays`. Differentiable in ``out``.
+    """
+    J, N, P = feats.n_jobs, feats.n_nodes, feats.point.shape[1]
+    admit = out.admit[b, :J]
+    node = out.node[b, :J, :N]
+    plog = out.point[b, :J, :P]
+    fit = out.fit[b, :J]
+    dev = admit.device
+    sched = point >= 0
+    s_t = torch.from_numpy(sched).to(dev)
+    ll_admit = torch.where(s_t, torch.nn.functional.logsigmoid(admit), torch.nn.functional.logsigmoid(-admit)).sum()
+    zero = admit.sum() * 0.0
+    if not sched.any():
+        return {"admit": ll_admit, "node": zero, "point": zero, "total": ll_admit}
+    # decoding order of the scheduled jobs, and the capacity each finds free
+    sj = np.flatnonzero(sched)
+    sj = sj[np.argsort(-admit.detach().cpu().numpy()[sj], kind="stable")]
+    g = feats.gpus[sj]
+    use_g = gpus[sj]  # (S, N)
+    c = feats.point_c[sj, point[sj]]
+    m = feats.point_m[sj, point[sj]]
+    before = lambda u: np.cumsum(u, axis=0) - u  # noqa: E731
+    free_g = feats.node_gpus[None, :] - before(use_g)
+    free_c = feats.node_cpus[None, :] - before(use_g * c[:, None])
+    free_m = feats.node_mem[None, :] - before(use_g * m[:, None])
+    allowed = node[sj].detach().cpu().numpy() > _OPEN
+    single = (use_g > 0).sum(axis=1) == 1
+    ok_pts = feats.point_ok[sj] & feats.point_mask[sj]
+    cmin = np.where(ok_pts, feats.point_c[sj], np.iinfo(np.int64).max).min(axis=1)
+    mmin = np.where(ok_pts, feats.point_m[sj], np.iinfo(np.int64).max).min(axis=1)
+    open_single = (free_g >= g[:, None]) & (free_c >= (cmin * g)[:, None]) & (free_m >= (mmin * g)[:, None])
+    open_nodes = allowed & np.where(single[:, None], open_single, free_g >= 1)
+    open_nodes |= use_g > 0  # the given schedule's own nodes are always open (it is feasible)
+    dyn = np.clip(free_g - g[:, None], 0, None) / np.maximum(feats.node_gpus, 1)[None, :]
+    s = node[sj] + fit[sj, None] * torch.from_numpy(dyn).to(node.dtype).to(dev)
+    s = s.masked_fill(~torch.from_numpy(open_nodes).to(dev), NEG)
+    share = torch.from_numpy(use_g / g[:, None]).to(node.dtype).to(dev)
+    ll_node = (share * torch.log_softmax(s, dim=1)).sum()
+    # grid points the job's nodes can still hold
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rc = np.where(use_g > 0, free_c / np.maximum(use_g, 1), np.inf).min(axis=1)
+        rm = np.where(use_g > 0, free_m / np.maximum(use_g, 1), np.inf).min(axis=1)
+    fits = ok_pts & (feats.point_c[sj] <= rc[:, None]) & (feats.point_m[sj] <= rm[:, None])
+    fits[np.arange(sj.size), point[sj]] = True
+    pl = plog[sj].masked_fill(~torch.from_numpy(fits).to(dev), NEG)
+    ll_point = torch.log_softmax(pl, dim=1)[torch.arange(sj.size, device=dev), torch.from_numpy(point[sj]).to(dev)].sum()
+    return {"admit": ll_admit, "node": ll_node, "point": ll_point, "total": ll_admit + ll_node + ll_point}

@@ -1,0 +1,119 @@
+"""``LearnedSolver`` ("maifs"): the distilled attention policy as a solve method.
+
+It featurises the round, runs the network once, decodes greedily with capacity masks (see
+:mod:`optsched.learned.decode`), optionally samples more schedules within the time limit and keeps
+the best, and returns a feasible schedule (status FEASIBLE, no bound). Weights load once per
+process and path (cached); the default is the shipped ``learned/maifs-small.pt``.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from optsched.errors import InputError
+from optsched.learned.decode import decode, scores_of
+from optsched.learned.features import featurise
+from optsched.learned.policy import PolicyNet, collate
+from optsched.model import Instance
+from optsched.result import Result, Status
+from optsched.schedule import Schedule
+from optsched.values import schedule_value
+
+__all__ = ["DEFAULT_WEIGHTS", "LearnedSolver", "load_policy", "policy_schedule"]
+
+#: the shipped weights (repository ``learned/`` folder)
+DEFAULT_WEIGHTS = Path(__file__).resolve().parents[2] / "learned" / "maifs-small.pt"
+
+
+@lru_cache(maxsize=8)
+def _load(path: str, mtime: float) -> PolicyNet:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        net = PolicyNet.from_checkpoint(ckpt)
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise InputError("weights", path, f"is not a usable optsched MAIFS checkpoint: {e}") from None
+    net.eval()
+    return net
+
+
+def load_policy(weights: str | Path | None = None) -> PolicyNet:
+    """The policy stored at ``weights`` (default: the shipped small model), loaded once per process."""
+    p = Path(weights) if weights is not None else DEFAULT_WEIGHTS
+    if not p.is_file():
+        raise InputError("weights", str(p), "no such file (train weights with `optsched train`)")
+    return _load(str(p.resolve()), p.stat().st_mtime)
+
+
+def policy_schedule(
+    net: PolicyNet, instance: Instance, *, seed: int | None = None, top_k: int = 64, temperature: float = 1.0
+) -> Schedule:
+    """The policy's greedy (``seed=None``) or sampled schedule for one round."""
+    feats = featurise(instance)
+    with torch.inference_mode():
+        out = net(collate([feats]))
+    rng = None if seed is None else np.random.default_rng(seed)
+    return decode(instance, feats, scores_of(out, 0, feats), rng=rng, temperature=temperature, top_k=top_k)
+
+
+class LearnedSolver:
+    """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
+    decodes within the time limit, default 0), ``temperature`` (default 1.0), ``top_k`` (nodes a
+    job examines first, default 64). A feasible ``hint`` is kept when it is worth more."""
+
+    def solve(
+        self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
+    ) -> Result:
+        start = time.perf_counter()
+        unknown = set(options) - {"weights", "samples", "temperature", "top_k"}
+        if unknown:
+            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, top_k")
+        samples = options.get("samples", 0)
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+            raise InputError("samples", samples, "must be a non-negative integer")
+        top_k = options.get("top_k", 64)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise InputError("top_k", top_k, "must be a positive integer")
+        temperature = float(options.get("temperature", 1.0))
+        if not temperature > 0:
+            raise InputError("temperature", temperature, "must be > 0")
+        net = load_policy(options.get("weights"))
+        t0 = time.perf_counter()
+        feats = featurise(instance)
+        with torch.inference_mode():
+            out = net(collate([feats]))
+        scores = scores_of(out, 0, feats)
+        t1 = time.perf_counter()
+        best = decode(instance, feats, scores, top_k=top_k)
+        best_val = greedy_val = schedule_value(instance, best)
+        t2 = time.perf_counter()
+        rng = np.random.default_rng(seed)
+        done = 0
+        per = t2 - t1
+        for _ in range(samples):
+            if time.perf_counter() - start + per > time_limit:
+                break
+            s = decode(instance, feats, scores, rng=rng, temperature=temperature, top_k=top_k)
+            v = schedule_value(instance, s)
+            done += 1
+            if v > best_val + 1e-12:
+                best, best_val = s, v
+        source = "policy"
+        if hint is not None:
+            hv = schedule_value(instance, hint)
+            if hv > best_val + 1e-12:
+                best, best_val, source = hint, hv, "hint"
+        stats = {
+            "featurise_forward_s": t1 - t0,
+            "decode_s": t2 - t1,
+            "samples": done,
+            "greedy_objective": greedy_val,
+            "source": source,
+            "weights": str(options.get("weights") or DEFAULT_WEIGHTS.name),
+        }
+        return Result(best, Status.FEASIBLE, best_val, None, "maifs", "learned", time.perf_counter() - start, stats)
