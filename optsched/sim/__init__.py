@@ -1,0 +1,35 @@
+"""Trace-driven, round-based cluster simulator.
+
+Typical use::
+
+    from optsched.sim import cluster, workload, policies, simulate, SimConfig, SolveRoundAllocator
+    trace = workload.window(workload.load_trace(path), 0, 7 * 86400)
+    nodes = cluster.homogeneous(16)
+    jobs = workload.build_workload(workload.cap_sizes(trace, 128), nodes, seed=0)
+    res = simulate(jobs, nodes, policies.LAS(), SolveRoundAllocator("fungible-greedy", time_limit=5))
+    res.summary()
+
+See docs/simulator.md for the semantics (rounds, restarts, what is measured).
+"""
+
+from optsched.sim.engine import SimConfig, SimResult, SimulationError, SolveRoundAllocator, simulate
+from optsched.sim.policies import FIFO, LAS, MaxMinFairness, ShortestRemaining, get_policy
+from optsched.sim.workload import SimJob, Trace, Workload, build_workload, load_trace
+
+__all__ = [
+    "FIFO",
+    "LAS",
+    "MaxMinFairness",
+    "ShortestRemaining",
+    "SimConfig",
+    "SimJob",
+    "SimResult",
+    "SimulationError",
+    "SolveRoundAllocator",
+    "Trace",
+    "Workload",
+    "build_workload",
+    "get_policy",
+    "load_trace",
+    "simulate",
+]

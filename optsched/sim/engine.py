@@ -1,0 +1,383 @@
+"""The round-based, trace-driven simulator.
+
+Time is cut into rounds of ``round_s`` seconds starting at 0. At each round boundary the engine
+
+1. admits the jobs that arrived by then and asks the queue policy for every active job's weight;
+2. builds a contract :class:`~optsched.model.Instance`: every running job (with its current
+   ``placement`` and ``restart_s``) and the waiting jobs in weight order up to ``queue_window`` x
+   the cluster's GPUs;
+3. calls the allocator (``solve_round`` with a method/solver and a time limit, or any callable
+   ``Instance -> Schedule | Result``) and applies its schedule: a running job left out is
+   preempted, one whose node -> GPU map changes is moved;
+4. advances every running job through the round at rate
+   ``gpu_speed[t] x throughput[c][m] x spread_factor^(k-1)`` (samples/s; a job's work is its trace
+   duration times its throughput at the fixed demand).
+
+Semantics worth knowing:
+
+* A job that (re)starts on a new placement after it has run before (a move, or a resume after a
+  preemption) makes no progress for its first ``restart_s`` seconds (checkpoint reload). Its very
+  first start is free: the trace's duration includes start-up.
+* A job finishing mid-round gets its exact completion time (event-driven within the round), but
+  its GPUs, cores and memory are released only at the next round boundary, as in any round-based
+  scheduler; utilisation counts them as allocated until then.
+* Jobs that arrive mid-round wait for the next boundary. When nothing is active the clock jumps
+  to the first boundary at or after the next arrival.
+* With ``reuse_unchanged`` the allocator is not called when the round's jobs and weights equal
+  the previous round's: the previous schedule is kept (exact for deterministic allocators).
+
+The bookkeeping is numpy arrays over all jobs; the only per-job Python work is building the
+round's instance and applying its schedule.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from optsched.checker import check_schedule
+from optsched.errors import InputError
+from optsched.model import Instance, Job, Node, Round
+from optsched.result import Result
+from optsched.schedule import Assignment, Schedule
+from optsched.sim.policies import QueuePolicy, QueueState
+from optsched.sim.workload import SimJob, Workload
+
+__all__ = ["Allocator", "SimConfig", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate"]
+
+#: An allocator: a round instance in, its schedule (or a full :class:`Result`) out.
+Allocator = Callable[[Instance], "Schedule | Result"]
+
+_EPS = 1e-9
+
+
+class SimulationError(RuntimeError):
+    """An allocator returned a schedule the independent checker refuses (a bug, not bad input)."""
+
+
+class SolveRoundAllocator:
+    """Calls :func:`optsched.solve_round` with a registered ``solver`` (or a ``method`` family).
+
+    ``time_limit`` is the per-round budget. For solvers that take hints, the previous round's
+    schedule (restricted to jobs still present, which keeps it feasible) is the hint.
+    """
+
+    def __init__(self, solver: str | None = None, *, method: str = "auto", time_limit: float = 10.0, seed: int = 0, hint: bool = True, **options: Any) -> None:
+        from optsched.registry import get_method
+
+        self.solver = solver
+        self.method = method
+        self.time_limit = time_limit
+        self.seed = seed
+        self.options = options
+        self.takes_hint = hint and solver is not None and get_method(solver).takes_hint
+        self.name = solver or method
+        self._previous: Schedule | None = None
+
+    def __call__(self, instance: Instance) -> Result:
+        from optsched.solve import solve_round
+
+        hint = None
+        if self.takes_hint and self._previous is not None:
+            present = {j.id for j in instance.jobs}
+            hint = Schedule(instance.name, {j: a for j, a in self._previous.jobs.items() if j in present})
+        res = solve_round(instance, self.method if self.solver is None else "auto", solver=self.solver,
+                          time_limit=self.time_limit, seed=self.seed, hint=hint, **self.options)
+        self._previous = res.schedule
+        return res
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation settings (see the module docstring for their meaning)."""
+
+    round_s: float = 300.0
+    fair: bool = False  #: the rounds' ``round.fair`` (no job slower than at its demand)
+    queue_window: float | None = 2.0  #: waiting jobs offered per round, in multiples of cluster GPUs (None: all)
+    horizon_s: float | None = None  #: stop at this simulated time; unfinished jobs are reported
+    check: bool = False  #: check every new schedule with the independent checker
+    reuse_unchanged: bool = True
+    progress: bool = True
+    name: str = "sim"
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.round_s) or self.round_s <= 0:
+            raise InputError("round_s", self.round_s, "must be > 0 seconds")
+        if self.queue_window is not None and not self.queue_window > 0:
+            raise InputError("queue_window", self.queue_window, "must be > 0 (or None for all)")
+        if self.horizon_s is not None and not self.horizon_s > 0:
+            raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+
+
+@dataclass
+class SimResult:
+    """What a run produced: per-job columns, per-round columns, and the run's description."""
+
+    name: str
+    jobs: dict[str, np.ndarray]  #: id, model, gpus, submit_s, start_s, finish_s, duration_s, run_s, preemptions, moves
+    rounds: dict[str, np.ndarray]  #: t_s, active, running, waiting, gpu/cpu/mem_util, solved, solve_s, objective, gap
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def jct_s(self) -> np.ndarray:
+        return self.jobs["finish_s"] - self.jobs["submit_s"]
+
+    @property
+    def finished(self) -> np.ndarray:
+        return np.isfinite(self.jobs["finish_s"])
+
+    def summary(self) -> dict[str, Any]:
+        from optsched.sim.metrics import summarise
+
+        return summarise(self)
+
+
+def _assignment_rate(job: SimJob, a: Assignment, node_type: dict[str, str]) -> float:
+    t = node_type[next(iter(a.nodes))]
+    speed = 1.0 if job.gpu_speed is None else job.gpu_speed[t]
+    return speed * job.profile.at(a.cpus_per_gpu, a.mem_per_gpu_gb) * job.spread_factor ** (len(a.nodes) - 1)
+
+
+def simulate(
+    workload: Workload | Sequence[SimJob],
+    nodes: Sequence[Node],
+    policy: QueuePolicy,
+    allocator: Allocator,
+    config: SimConfig | None = None,
+) -> SimResult:
+    """Replay ``workload`` on ``nodes``: ``policy`` sets the weights, ``allocator`` the schedules."""
+    cfg = config or SimConfig()
+    jobs: tuple[SimJob, ...] = tuple(workload.jobs if isinstance(workload, Workload) else workload)
+    nodes = tuple(nodes)
+    n = len(jobs)
+    if n and any(jobs[i].submit_s > jobs[i + 1].submit_s for i in range(n - 1)):
+        raise InputError("workload", "unsorted", "jobs must be sorted by submit time")
+    node_type = {nd.id: nd.gpu_type for nd in nodes}
+    caps = np.array([[nd.gpus, nd.cpus, nd.mem_gb] for nd in nodes], dtype=np.float64).sum(axis=0) if nodes else np.zeros(3)
+    total_gpus = float(caps[0])
+    R = cfg.round_s
+    rnd = Round(duration_s=R, fair=cfg.fair)
+
+    submit = np.array([j.submit_s for j in jobs], dtype=np.float64)
+    gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
+    demand_thr = np.array([j.profile.at(*j.demand) for j in jobs], dtype=np.float64)
+    remaining = np.array([j.duration_s for j in jobs], dtype=np.float64) * demand_thr
+    restart = np.array([j.restart_s for j in jobs], dtype=np.float64)
+    rate = np.zeros(n)
+    delay_left = np.zeros(n)
+    attained = np.zeros(n)
+    run_s = np.zeros(n)
+    start = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    done = np.zeros(n, dtype=bool)
+    ever_ran = np.zeros(n, dtype=bool)
+    preempt = np.zeros(n, dtype=np.int64)
+    moves = np.zeros(n, dtype=np.int64)
+    alloc = np.zeros((n, 3))  # GPUs, cores, GB held now
+    assign: list[Assignment | None] = [None] * n
+    base: list[Job | None] = [None] * n
+
+    rec: dict[str, list[float]] = {k: [] for k in (
+        "t_s", "active", "running", "waiting", "offered", "gpu_util", "cpu_util", "mem_util", "solved", "solve_s", "objective", "gap")}
+    last_sig: tuple[bytes, bytes] | None = None
+    schedule: Schedule | None = None
+    solver_calls = 0
+    checked = 0
+    stalled = False
+
+    t = 0.0 if n == 0 else math.floor(submit[0] / R) * R
+    arrived = 0
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=float(submit[-1]) if n else 0.0, unit="sim-s", desc=cfg.name, unit_scale=True, leave=False)
+    wall0 = time.perf_counter()
+    try:
+        while True:
+            if cfg.horizon_s is not None and t >= cfg.horizon_s:
+                break
+            while arrived < n and submit[arrived] <= t + _EPS:
+                arrived += 1
+            active = np.flatnonzero(~done[:arrived])
+            if active.size == 0:
+                if arrived == n:
+                    break
+                t = math.ceil((submit[arrived] - _EPS) / R) * R
+                continue
+            running_now = rate[active] > 0
+            state = QueueState(now=t, submit_s=submit[active], gpus=gpus[active], attained_gpu_s=attained[active],
+                               remaining_s=remaining[active] / demand_thr[active], running=running_now)
+            w = np.asarray(policy.weights(state), dtype=np.float64)
+            if w.shape != active.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+                raise InputError("policy.weights", w[:5].tolist(), f"{policy.name} must give one finite weight > 0 per active job")
+            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window)
+            w_sel = w[np.searchsorted(active, sel)]
+            sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
+            solve_s, objective, gap, solved = 0.0, math.nan, math.nan, 0.0
+            if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
+                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base)
+                t0 = time.perf_counter()
+                out = allocator(inst)
+                solve_s = time.perf_counter() - t0
+                solver_calls += 1
+                solved = 1.0
+                if isinstance(out, Result):
+                    schedule, objective = out.schedule, out.objective
+                    gap = math.nan if out.gap is None else out.gap
+                elif isinstance(out, Schedule):
+                    schedule = out
+                else:
+                    raise SimulationError(f"allocator returned {type(out).__name__}, not a Schedule or Result")
+                if cfg.check:
+                    report = check_schedule(inst, schedule)
+                    checked += 1
+                    if report:
+                        raise SimulationError(f"round at t={t:g}: infeasible schedule: {[str(v) for v in report[:3]]}")
+                    objective = report.objective
+                _apply(schedule, sel, jobs, assign, rate, delay_left, restart, ever_ran, start, preempt, moves, alloc, t, node_type)
+                last_sig = sig
+            # advance the round
+            run_idx = np.flatnonzero(rate > 0)
+            held_alloc = alloc[active].sum(axis=0)
+            rec["t_s"].append(t)
+            rec["active"].append(active.size)
+            rec["running"].append(run_idx.size)
+            rec["waiting"].append(active.size - run_idx.size)
+            rec["offered"].append(sel.size)
+            for k, name in enumerate(("gpu_util", "cpu_util", "mem_util")):
+                rec[name].append(held_alloc[k] / caps[k] if caps[k] else 0.0)
+            rec["solved"].append(solved)
+            rec["solve_s"].append(solve_s)
+            rec["objective"].append(objective)
+            rec["gap"].append(gap)
+            if run_idx.size:
+                d = delay_left[run_idx]
+                r = rate[run_idx]
+                t_fin = t + d + remaining[run_idx] / r
+                fin = t_fin <= t + R + _EPS * max(1.0, t)
+                eff = np.clip(R - d, 0.0, R)
+                held = np.where(fin, t_fin - t, R)
+                attained[run_idx] += gpus[run_idx] * held
+                run_s[run_idx] += held
+                remaining[run_idx] = np.where(fin, 0.0, np.maximum(remaining[run_idx] - r * eff, 0.0))
+                delay_left[run_idx] = np.maximum(d - R, 0.0)
+                f_idx = run_idx[fin]
+                finish[f_idx] = t_fin[fin]
+                done[f_idx] = True
+                rate[f_idx] = 0.0
+                alloc[f_idx] = 0.0
+                for j in f_idx:
+                    assign[j] = None
+            elif arrived == n and schedule is not None and not schedule.jobs:
+                stalled = True  # nothing runs, nothing will arrive, and the allocator places nothing
+                break
+            t += R
+            if run_idx.size == 0 and arrived < n:
+                t = max(t, math.ceil((submit[arrived] - _EPS) / R) * R)
+            if bar is not None:
+                bar.update(max(0.0, min(t, bar.total) - bar.n))
+                bar.set_postfix(done=int(done.sum()), running=int(run_idx.size), waiting=int(active.size - run_idx.size), refresh=False)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - wall0
+
+    jobs_cols = {
+        "id": np.array([j.id for j in jobs], dtype=object),
+        "model": np.array([j.model for j in jobs], dtype=object),
+        "gpus": gpus,
+        "submit_s": submit,
+        "start_s": start,
+        "finish_s": finish,
+        "duration_s": np.array([j.duration_s for j in jobs], dtype=np.float64),
+        "run_s": run_s,
+        "preemptions": preempt,
+        "moves": moves,
+        "demand_cpus_per_gpu": np.array([j.demand[0] for j in jobs], dtype=np.int64),
+        "demand_mem_per_gpu_gb": np.array([j.demand[1] for j in jobs], dtype=np.int64),
+    }
+    rounds = {k: np.asarray(v, dtype=np.float64) for k, v in rec.items()}
+    info = {
+        "name": cfg.name,
+        "policy": policy.name,
+        "allocator": getattr(allocator, "name", getattr(allocator, "__name__", type(allocator).__name__)),
+        "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "horizon_s", "reuse_unchanged")},
+        "jobs": n,
+        "arrived": arrived,
+        "nodes": len(nodes),
+        "gpus": int(caps[0]),
+        "end_s": t,
+        "rounds": len(rec["t_s"]),
+        "solver_calls": solver_calls,
+        "checked_rounds": checked,
+        "stalled": stalled,
+        "wall_s": wall,
+        "notes": dict(workload.notes) if isinstance(workload, Workload) else {},
+    }
+    return SimResult(name=cfg.name, jobs=jobs_cols, rounds=rounds, info=info)
+
+
+def _offer(active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None) -> np.ndarray:
+    """Job indices offered this round: every running job, then waiting ones by weight until their
+    GPUs reach ``window`` x the cluster's GPUs (the one crossing it included). Sorted."""
+    if window is None:
+        return active
+    waiting = active[~running]
+    order = np.lexsort((waiting, -w[~running]))
+    cum = np.cumsum(gpus[waiting[order]])
+    k = int(np.searchsorted(cum, window * total_gpus, side="left")) + 1
+    return np.sort(np.concatenate([active[running], waiting[order[:k]]]))
+
+
+def _instance(
+    name: str, nodes: tuple[Node, ...], rnd: Round, jobs: tuple[SimJob, ...], sel: np.ndarray, w: np.ndarray,
+    assign: list[Assignment | None], base: list[Job | None],
+) -> Instance:
+    out = []
+    for k, j in enumerate(sel):
+        b = base[j]
+        if b is None:
+            s = jobs[j]
+            b = base[j] = Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model,
+                              gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s)
+        a = assign[j]
+        out.append(replace(b, weight=float(w[k]), placement=None if a is None else a.nodes))
+    return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+
+
+def _apply(
+    schedule: Schedule, sel: np.ndarray, jobs: tuple[SimJob, ...], assign: list[Assignment | None], rate: np.ndarray,
+    delay_left: np.ndarray, restart: np.ndarray, ever_ran: np.ndarray, start: np.ndarray, preempt: np.ndarray,
+    moves: np.ndarray, alloc: np.ndarray, t: float, node_type: dict[str, str],
+) -> None:
+    offered = {jobs[j].id: int(j) for j in sel}
+    unknown = [jid for jid in schedule.jobs if jid not in offered]
+    if unknown:
+        raise SimulationError(f"schedule names jobs that were not offered: {unknown[:3]}")
+    for jid, j in offered.items():
+        new = schedule.jobs.get(jid)
+        old = assign[j]
+        if new is None:
+            if old is not None:
+                preempt[j] += 1
+                assign[j] = None
+                rate[j] = 0.0
+                alloc[j] = 0.0
+            continue
+        if old is None or dict(old.nodes) != dict(new.nodes):
+            if old is not None:
+                moves[j] += 1
+            delay_left[j] = restart[j] if ever_ran[j] else 0.0
+            if not ever_ran[j]:
+                start[j] = t
+                ever_ran[j] = True
+        assign[j] = new
+        rate[j] = _assignment_rate(jobs[j], new, node_type)
+        g = new.gpus
+        alloc[j] = (g, g * new.cpus_per_gpu, g * new.mem_per_gpu_gb)

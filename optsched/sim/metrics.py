@@ -1,0 +1,141 @@
+"""Run metrics: JCT statistics, makespan, queueing delay, utilisation, churn and solver effort;
+and the files ``optsched simulate`` writes (a metrics JSON and a per-job CSV)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from optsched.sim.engine import SimResult
+
+__all__ = ["compare", "mean_ci", "summarise", "write_jobs_csv", "write_metrics_json"]
+
+
+def _f(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _time_avg(rounds: Mapping[str, np.ndarray], key: str, end: float, round_s: float) -> float | None:
+    """Time-weighted average of a per-round quantity over ``[first round, end)``; the clock's
+    jumps over idle periods count as zero."""
+    t = rounds["t_s"]
+    if t.size == 0 or end <= t[0]:
+        return None
+    lengths = np.minimum(np.append(t[1:], end), t + round_s) - t
+    return float(np.sum(rounds[key] * np.clip(lengths, 0.0, None)) / (end - t[0]))
+
+
+def summarise(result: SimResult) -> dict[str, Any]:
+    """The run's headline numbers (seconds; shares in [0, 1]); ``None`` where undefined."""
+    jobs, rounds = result.jobs, result.rounds
+    fin = np.isfinite(jobs["finish_s"])
+    jct = (jobs["finish_s"] - jobs["submit_s"])[fin]
+    started = np.isfinite(jobs["start_s"])
+    delay = (jobs["start_s"] - jobs["submit_s"])[started]
+    first = float(jobs["submit_s"].min()) if jobs["submit_s"].size else 0.0
+    end = float(jobs["finish_s"][fin].max()) if fin.any() else first
+    round_s = float(result.info.get("config", {}).get("round_s", 300.0))
+    solved = rounds["solved"] > 0 if rounds["solved"].size else np.zeros(0, dtype=bool)
+    solve_s = rounds["solve_s"][solved]
+    gaps = rounds["gap"][solved]
+    gaps = gaps[np.isfinite(gaps)]
+    out: dict[str, Any] = {
+        "jobs": int(jobs["submit_s"].size),
+        "finished": int(fin.sum()),
+        "unfinished": int((~fin).sum()),
+        "avg_jct_s": _f(jct.mean()) if jct.size else None,
+        "median_jct_s": _f(np.median(jct)) if jct.size else None,
+        "p95_jct_s": _f(np.percentile(jct, 95)) if jct.size else None,
+        "p99_jct_s": _f(np.percentile(jct, 99)) if jct.size else None,
+        "makespan_s": _f(end - first) if fin.any() else None,
+        "avg_queueing_delay_s": _f(delay.mean()) if delay.size else None,
+        "avg_slowdown": _f(np.mean(jct / jobs["duration_s"][fin])) if jct.size else None,
+        "gpu_util": _time_avg(rounds, "gpu_util", end, round_s),
+        "cpu_util": _time_avg(rounds, "cpu_util", end, round_s),
+        "mem_util": _time_avg(rounds, "mem_util", end, round_s),
+        "preemptions": int(jobs["preemptions"].sum()),
+        "moves": int(jobs["moves"].sum()),
+        "rounds": int(rounds["t_s"].size),
+        "solver_calls": int(solved.sum()),
+        "solve_s_mean": _f(solve_s.mean()) if solve_s.size else None,
+        "solve_s_p95": _f(np.percentile(solve_s, 95)) if solve_s.size else None,
+        "solve_s_max": _f(solve_s.max()) if solve_s.size else None,
+        "solve_s_total": _f(solve_s.sum()) if solve_s.size else 0.0,
+        "gap_mean": _f(gaps.mean()) if gaps.size else None,
+        "gap_max": _f(gaps.max()) if gaps.size else None,
+        "wall_s": _f(result.info.get("wall_s", math.nan)),
+    }
+    return out
+
+
+def write_metrics_json(result: SimResult, path: str | Path) -> Path:
+    """``{"run": info, "metrics": summary, "timeline": per-round columns}``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    timeline = {k: [_f(x) for x in v.tolist()] for k, v in result.rounds.items()}
+    doc = {"run": _jsonable(result.info), "metrics": summarise(result), "timeline": timeline}
+    p.write_text(json.dumps(doc, indent=1) + "\n")
+    return p
+
+
+def write_jobs_csv(result: SimResult, path: str | Path) -> Path:
+    """One row per job: ids, sizes, times (``nan``-free: empty when a job never started/finished)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    cols = list(result.jobs)
+    jct = result.jct_s
+    with p.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow([*cols, "jct_s", "queueing_delay_s"])
+        for i in range(len(jct)):
+            row = [_cell(result.jobs[c][i]) for c in cols]
+            row += [_cell(jct[i]), _cell(result.jobs["start_s"][i] - result.jobs["submit_s"][i])]
+            w.writerow(row)
+    return p
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, (float, np.floating)):
+        return "" if not math.isfinite(v) else repr(float(v))
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return _f(float(v))
+    return v
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Mean and the half-width of its Student-t confidence interval (0 for one value)."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan
+    if x.size == 1:
+        return float(x[0]), 0.0
+    from scipy import stats
+
+    half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return float(x.mean()), float(half)
+
+
+def compare(better: float | None, baseline: float | None) -> float | None:
+    """Improvement of ``better`` over ``baseline`` in % (positive: lower is better and it is lower)."""
+    if better is None or baseline is None or not baseline:
+        return None
+    return 100.0 * (baseline - better) / baseline

@@ -1,0 +1,588 @@
+"""Workloads for the simulator: trace loaders, window / load / size shaping, and job profiles.
+
+A :class:`Trace` is a column table of jobs as a trace records them (arrival, run time, GPUs and,
+where the trace has them, CPU/memory requests, a GPU-type constraint and a model name). Loaders
+read four formats into it:
+
+* the normalized schema of ``../shared/traces/normalized/*.csv`` (:func:`load_normalized`);
+* the Philly per-job CSV of the Pollux artifact (:func:`load_philly`);
+* Alibaba GPU v2023 pod lists (:func:`load_alibaba_pods`);
+* the Helios format ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``
+  (:func:`load_helios`).
+
+:func:`window`, :func:`scale_load` and :func:`cap_sizes` shape a trace; :func:`build_workload`
+turns it into :class:`SimJob` s with a catalogue model, profile, fixed demand and GPU speeds.
+
+Replay conventions (``../shared/traces/README.md``): ``duration_s`` is the job's run time at its
+fixed demand on a speed-1.0 GPU on one node, so its *work* is ``duration_s x throughput(demand)``.
+Jobs that ask for no whole GPU (CPU-only pods) are dropped; fractional-GPU pods (Alibaba GPU
+sharing) are replayed as one whole GPU. Both are counted in :attr:`Trace.notes`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from optsched.errors import InputError
+from optsched.model import Node, Profile
+
+__all__ = [
+    "Catalogue",
+    "SimJob",
+    "Trace",
+    "Workload",
+    "build_workload",
+    "cap_sizes",
+    "default_catalogue",
+    "load_alibaba_pods",
+    "load_helios",
+    "load_normalized",
+    "load_philly",
+    "load_trace",
+    "scale_load",
+    "snap",
+    "window",
+]
+
+
+# --- the trace table ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Jobs of a trace, one entry per job in every column, sorted by ``submit_s``.
+
+    Float columns hold ``nan`` and string columns ``""`` where the trace has no value.
+    ``cpu_cores`` / ``mem_gib`` are the job's *total* request (Alibaba); ``cpus_per_gpu`` /
+    ``mem_per_gpu_gb`` an explicit per-GPU fixed demand; ``model`` a catalogue model name.
+    """
+
+    name: str
+    job_id: tuple[str, ...]
+    submit_s: np.ndarray
+    duration_s: np.ndarray
+    gpus: np.ndarray
+    cpu_cores: np.ndarray
+    mem_gib: np.ndarray
+    cpus_per_gpu: np.ndarray
+    mem_per_gpu_gb: np.ndarray
+    tenant: tuple[str, ...]
+    gpu_type: tuple[str, ...]
+    model: tuple[str, ...]
+    notes: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.job_id)
+        for name in ("submit_s", "duration_s", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
+            arr = np.asarray(getattr(self, name), dtype=np.float64)
+            if arr.shape != (n,):
+                raise InputError(name, arr.shape, f"must have one value per job ({n})")
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        gpus = np.asarray(self.gpus, dtype=np.int64)
+        if gpus.shape != (n,):
+            raise InputError("gpus", gpus.shape, f"must have one value per job ({n})")
+        gpus.setflags(write=False)
+        object.__setattr__(self, "gpus", gpus)
+        for name in ("job_id", "tenant", "gpu_type", "model"):
+            col = tuple(getattr(self, name))
+            if len(col) != n:
+                raise InputError(name, len(col), f"must have one value per job ({n})")
+            object.__setattr__(self, name, col)
+        if len(set(self.job_id)) != n:
+            dup = next(j for j in self.job_id if self.job_id.count(j) > 1)
+            raise InputError("job_id", dup, "duplicate job id")
+        bad = np.flatnonzero(~np.isfinite(self.submit_s) | (self.submit_s < 0))
+        if bad.size:
+            raise InputError(f"submit_s[{self.job_id[bad[0]]}]", float(self.submit_s[bad[0]]), "must be a finite time >= 0")
+        bad = np.flatnonzero(~np.isfinite(self.duration_s) | (self.duration_s <= 0))
+        if bad.size:
+            raise InputError(f"duration_s[{self.job_id[bad[0]]}]", float(self.duration_s[bad[0]]), "must be a finite time > 0")
+        bad = np.flatnonzero(self.gpus < 1)
+        if bad.size:
+            raise InputError(f"gpus[{self.job_id[bad[0]]}]", int(self.gpus[bad[0]]), "must be >= 1")
+        if n > 1 and np.any(np.diff(self.submit_s) < 0):
+            raise InputError("submit_s", "unsorted", "jobs must be sorted by submit time (use Trace.from_rows)")
+        object.__setattr__(self, "notes", dict(self.notes))
+
+    def __len__(self) -> int:
+        return len(self.job_id)
+
+    @classmethod
+    def from_columns(cls, name: str, cols: Mapping[str, Sequence[Any]], notes: Mapping[str, int] | None = None) -> Trace:
+        """Build from columns (missing optional ones are filled), sorting stably by submit time."""
+        n = len(cols["job_id"])
+        nan = np.full(n, np.nan)
+        empty = ("",) * n
+        submit = np.asarray(cols["submit_s"], dtype=np.float64)
+        order = np.argsort(submit, kind="stable")
+
+        def f(key: str) -> np.ndarray:
+            return np.asarray(cols.get(key, nan), dtype=np.float64)[order]
+
+        def s(key: str) -> tuple[str, ...]:
+            col = cols.get(key, empty)
+            return tuple(str(col[i]) for i in order)
+
+        return cls(
+            name=name,
+            job_id=s("job_id"),
+            submit_s=submit[order],
+            duration_s=f("duration_s"),
+            gpus=np.asarray(cols["gpus"], dtype=np.int64)[order],
+            cpu_cores=f("cpu_cores"),
+            mem_gib=f("mem_gib"),
+            cpus_per_gpu=f("cpus_per_gpu"),
+            mem_per_gpu_gb=f("mem_per_gpu_gb"),
+            tenant=s("tenant"),
+            gpu_type=s("gpu_type"),
+            model=s("model"),
+            notes=dict(notes or {}),
+        )
+
+    def take(self, idx: np.ndarray, *, name: str | None = None, notes: Mapping[str, int] | None = None) -> Trace:
+        """The jobs at sorted integer positions ``idx`` (or a boolean mask)."""
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        pick = [int(i) for i in idx]
+        merged = dict(self.notes)
+        for k, v in (notes or {}).items():
+            merged[k] = merged.get(k, 0) + v
+        return Trace(
+            name=name or self.name,
+            job_id=tuple(self.job_id[i] for i in pick),
+            submit_s=self.submit_s[idx],
+            duration_s=self.duration_s[idx],
+            gpus=self.gpus[idx],
+            cpu_cores=self.cpu_cores[idx],
+            mem_gib=self.mem_gib[idx],
+            cpus_per_gpu=self.cpus_per_gpu[idx],
+            mem_per_gpu_gb=self.mem_per_gpu_gb[idx],
+            tenant=tuple(self.tenant[i] for i in pick),
+            gpu_type=tuple(self.gpu_type[i] for i in pick),
+            model=tuple(self.model[i] for i in pick),
+            notes=merged,
+        )
+
+    def with_columns(self, **cols: Any) -> Trace:
+        """A copy with some columns replaced (re-validated)."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d.update(cols)
+        return Trace(**d)
+
+
+# --- CSV readers ----------------------------------------------------------------------------------
+
+
+def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None) -> list[dict[str, str]]:
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, fieldnames=list(header) if header else None)
+            rows = list(reader)
+            fields = reader.fieldnames or []
+    except FileNotFoundError:
+        raise InputError("path", str(p), "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("path", str(p), f"cannot be read: {e}") from None
+    missing = [c for c in required if c not in fields]
+    if missing:
+        raise InputError(f"{p.name}.columns", list(fields), f"missing required column(s) {missing}")
+    return rows
+
+
+def _num(path: Path, row: int, col: str, text: str | None, *, required: bool = True) -> float:
+    text = (text or "").strip()
+    if not text:
+        if required:
+            raise InputError(f"{path.name}[row {row}].{col}", text, "is required")
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{path.name}[row {row}].{col}", text, "must be a number") from None
+
+
+def _time(path: Path, row: int, col: str, text: str | None) -> float:
+    """Seconds: a number, or an ISO date-time (converted to POSIX seconds, naive = UTC)."""
+    text = (text or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"{path.name}[row {row}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
+    if dt.tzinfo is None:
+        from datetime import UTC
+
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _rebase(cols: dict[str, list[Any]]) -> None:
+    if cols["submit_s"]:
+        t0 = min(cols["submit_s"])
+        cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
+
+
+def _gpu_count(path: Path, i: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
+    """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise InputError(f"{path.name}[row {i}].{col}", value, "must be a whole number of GPUs >= 0")
+    if value == 0:
+        notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
+        return None
+    if fraction < 1.0:
+        notes["fractional_gpu_as_whole"] = notes.get("fractional_gpu_as_whole", 0) + 1
+    return int(value)
+
+
+def load_normalized(path: str | Path) -> Trace:
+    """The normalized schema (``../shared/traces/normalized/*.csv``) plus optional replay columns.
+
+    Required: ``job_id, submit_time_s, duration_s, num_gpus``. Optional: ``gpu_fraction,
+    cpu_cores, mem_gib, tenant, gpu_type, model, cpus_per_gpu, mem_per_gpu_gb``; ``censored``
+    rows are replayed with their (lower-bound) duration and counted in ``notes``.
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb",
+        "tenant", "gpu_type", "model")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        frac = _num(p, i, "gpu_fraction", r.get("gpu_fraction"), required=False)
+        g = _gpu_count(p, i, "num_gpus", _num(p, i, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
+        if g is None:
+            continue
+        if (r.get("censored") or "0").strip() not in ("", "0"):
+            notes["censored"] = notes.get("censored", 0) + 1
+        cols["job_id"].append(r["job_id"])
+        cols["submit_s"].append(_num(p, i, "submit_time_s", r["submit_time_s"]))
+        cols["duration_s"].append(_num(p, i, "duration_s", r["duration_s"]))
+        cols["gpus"].append(g)
+        for c in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
+            cols[c].append(_num(p, i, c, r.get(c), required=False))
+        for c in ("tenant", "gpu_type", "model"):
+            cols[c].append((r.get(c) or "").strip())
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def load_philly(path: str | Path) -> Trace:
+    """Philly per-job CSV of the Pollux artifact: ``timestamp, duration, num_gpus, gpu_time, cluster``.
+
+    Job ids are ``philly-<row>`` (row number in the file, as ``normalize.py`` names them).
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["timestamp", "duration", "num_gpus"])
+    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        g = _gpu_count(p, i, "num_gpus", _num(p, i, "num_gpus", r["num_gpus"]), notes)
+        if g is None:
+            continue
+        cols["job_id"].append(f"philly-{i}")
+        cols["submit_s"].append(_time(p, i, "timestamp", r["timestamp"]))
+        cols["duration_s"].append(_num(p, i, "duration", r["duration"]))
+        cols["gpus"].append(g)
+        cols["tenant"].append((r.get("cluster") or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def load_alibaba_pods(path: str | Path) -> Trace:
+    """Alibaba GPU v2023 pod list (``openb_pod_list_*.csv``).
+
+    Arrival is ``creation_time``; run time ``deletion_time - scheduled_time``. Pods never
+    scheduled, and CPU-only pods, are dropped; fractional-GPU pods count as one GPU. CPU and
+    memory requests (``cpu_milli``, ``memory_mib``) become the job's fixed demand.
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"])
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        if not (r.get("scheduled_time") or "").strip():
+            notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
+            continue
+        milli = _num(p, i, "gpu_milli", r["gpu_milli"], required=False)
+        g = _gpu_count(p, i, "num_gpu", _num(p, i, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
+        if g is None:
+            continue
+        cols["job_id"].append(r["name"])
+        cols["submit_s"].append(_num(p, i, "creation_time", r["creation_time"]))
+        cols["duration_s"].append(_num(p, i, "deletion_time", r["deletion_time"]) - _num(p, i, "scheduled_time", r["scheduled_time"]))
+        cols["gpus"].append(g)
+        cols["cpu_cores"].append(_num(p, i, "cpu_milli", r["cpu_milli"]) / 1000.0)
+        cols["mem_gib"].append(_num(p, i, "memory_mib", r["memory_mib"]) / 1024.0)
+        cols["tenant"].append((r.get("qos") or "").strip())
+        cols["gpu_type"].append((r.get("gpu_spec") or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def load_helios(path: str | Path) -> Trace:
+    """Helios format: ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``.
+
+    ``submit_time`` is seconds or a ``YYYY-MM-DD HH:MM:SS`` time; times are rebased so that the
+    first arrival is 0. CPU-only jobs (``gpu_num == 0``) are dropped.
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["job_id", "gpu_num", "submit_time", "duration"])
+    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        g = _gpu_count(p, i, "gpu_num", _num(p, i, "gpu_num", r["gpu_num"]), notes)
+        if g is None:
+            continue
+        cols["job_id"].append(r["job_id"])
+        cols["submit_s"].append(_time(p, i, "submit_time", r["submit_time"]))
+        cols["duration_s"].append(_num(p, i, "duration", r["duration"]))
+        cols["gpus"].append(g)
+        cols["tenant"].append((r.get("vc") or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def _drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
+    """Zero-length jobs (present in the traces) cannot be replayed: drop and count them."""
+    keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
+    dropped = len(cols["duration_s"]) - len(keep)
+    if dropped:
+        notes["dropped_zero_duration"] = notes.get("dropped_zero_duration", 0) + dropped
+        for k in cols:
+            cols[k] = [cols[k][i] for i in keep]
+
+
+_SNIFF = {
+    "normalized": {"job_id", "submit_time_s", "duration_s", "num_gpus"},
+    "philly": {"timestamp", "duration", "num_gpus"},
+    "alibaba": {"name", "cpu_milli", "num_gpu", "creation_time"},
+    "helios": {"job_id", "gpu_num", "submit_time", "duration"},
+}
+LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios}
+
+
+def load_trace(path: str | Path, fmt: str = "auto") -> Trace:
+    """Load a trace in ``fmt`` (one of :data:`LOADERS`) or guess the format from the header."""
+    if fmt != "auto":
+        if fmt not in LOADERS:
+            raise InputError("format", fmt, f"unknown trace format; known: {['auto', *LOADERS]}")
+        return LOADERS[fmt](path)
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as fh:
+            header = set(next(csv.reader(fh), []))
+    except FileNotFoundError:
+        raise InputError("path", str(p), "no such file") from None
+    for name, cols in _SNIFF.items():
+        if cols <= header:
+            return LOADERS[name](p)
+    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format explicitly")
+
+
+# --- shaping --------------------------------------------------------------------------------------
+
+
+def window(trace: Trace, start_s: float = 0.0, length_s: float | None = None, max_jobs: int | None = None) -> Trace:
+    """Jobs submitted in ``[start_s, start_s + length_s)``, at most the first ``max_jobs``,
+    with submit times rebased so that the window starts at 0."""
+    if not math.isfinite(start_s) or start_s < 0:
+        raise InputError("window.start_s", start_s, "must be a finite time >= 0")
+    if length_s is not None and (not math.isfinite(length_s) or length_s <= 0):
+        raise InputError("window.length_s", length_s, "must be > 0")
+    if max_jobs is not None and max_jobs < 1:
+        raise InputError("window.max_jobs", max_jobs, "must be >= 1")
+    mask = trace.submit_s >= start_s
+    if length_s is not None:
+        mask &= trace.submit_s < start_s + length_s
+    idx = np.flatnonzero(mask)
+    if max_jobs is not None:
+        idx = idx[:max_jobs]
+    out = trace.take(idx)
+    return out.with_columns(submit_s=out.submit_s - start_s)
+
+
+def scale_load(trace: Trace, factor: float) -> Trace:
+    """Multiply the arrival rate by ``factor``: inter-arrival times shrink by it (times from 0)."""
+    if not math.isfinite(factor) or factor <= 0:
+        raise InputError("load", factor, "must be a positive arrival-rate multiplier")
+    if len(trace) == 0:
+        return trace
+    t0 = float(trace.submit_s[0])
+    return trace.with_columns(submit_s=t0 + (trace.submit_s - t0) / factor)
+
+
+def cap_sizes(trace: Trace, max_gpus: int, mode: str = "clip") -> Trace:
+    """Make every job fit a cluster whose largest gang is ``max_gpus`` GPUs.
+
+    ``mode="clip"`` shrinks larger jobs to ``max_gpus`` (their duration at demand is kept);
+    ``"drop"`` removes them. The count goes to ``notes["capped"]`` / ``notes["dropped_too_big"]``.
+    """
+    if max_gpus < 1:
+        raise InputError("max_gpus", max_gpus, "must be >= 1")
+    big = trace.gpus > max_gpus
+    if mode == "drop":
+        return trace.take(~big, notes={"dropped_too_big": int(big.sum())})
+    if mode == "clip":
+        out = trace.with_columns(gpus=np.minimum(trace.gpus, max_gpus))
+        notes = dict(out.notes)
+        notes["capped"] = notes.get("capped", 0) + int(big.sum())
+        return out.with_columns(notes=notes)
+    raise InputError("cap_mode", mode, "must be 'clip' or 'drop'")
+
+
+# --- jobs with profiles ---------------------------------------------------------------------------
+
+
+class Catalogue(Protocol):
+    """What the simulator needs from a model catalogue (``optsched.catalogue`` provides it)."""
+
+    MODELS: Any
+
+    def profile(self, model: str, gpus: int) -> Profile: ...
+
+    def demand(self, model: str, gpus: int) -> tuple[int, int]: ...
+
+    def gpu_speeds(self, model: str, gpu_types: Sequence[str]) -> Mapping[str, float]: ...
+
+    def sample_models(self, rng: np.random.Generator, n: int, mix: Any = None) -> Sequence[str]: ...
+
+
+def default_catalogue() -> Catalogue:
+    """The library's model catalogue (:mod:`optsched.catalogue`)."""
+    import optsched.catalogue as cat
+
+    return cat  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """A job as the simulator replays it. ``work = duration_s x throughput(demand)`` (samples)."""
+
+    id: str
+    submit_s: float
+    gpus: int
+    duration_s: float
+    model: str
+    profile: Profile
+    demand: tuple[int, int]
+    gpu_speed: Mapping[str, float] | None
+    spread_factor: float
+    restart_s: float
+    tenant: str = ""
+
+    @property
+    def work(self) -> float:
+        return self.duration_s * self.profile.at(*self.demand)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The jobs to replay, sorted by submit time, and what shaping changed (``notes``)."""
+
+    name: str
+    jobs: tuple[SimJob, ...]
+    notes: Mapping[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+def snap(value: float, grid: Sequence[int]) -> int:
+    """The grid value nearest to ``value`` (ties go to the smaller one)."""
+    return min(grid, key=lambda g: (abs(g - value), g))
+
+
+def build_workload(
+    trace: Trace,
+    nodes: Sequence[Node],
+    *,
+    seed: int = 0,
+    catalogue: Catalogue | None = None,
+    mix: Any = None,
+    spread_factor: float = 0.9,
+    restart_s: float = 60.0,
+) -> Workload:
+    """Give every trace job a catalogue model (the trace's ``model`` column, else sampled with
+    ``seed`` and ``mix``), its profile and fixed demand, and its speeds on the cluster's GPU types.
+
+    The fixed demand is the trace's per-GPU request where it has one (Alibaba's ``cpu_cores`` /
+    ``mem_gib`` divided by the GPUs, or ``cpus_per_gpu`` / ``mem_per_gpu_gb``) snapped to the
+    profile grid, otherwise the catalogue's demand (the fair share). A GPU-type constraint
+    (``gpu_type``, ``|``-separated) restricts ``gpu_speed`` to the allowed types the cluster has;
+    a constraint naming none of the cluster's types is ignored and counted in the workload's
+    ``notes["gpu_type_unmatched"]``.
+    """
+    if not 0 < spread_factor <= 1:
+        raise InputError("spread_factor", spread_factor, "must be in (0, 1]")
+    if not math.isfinite(restart_s) or restart_s < 0:
+        raise InputError("restart_s", restart_s, "must be >= 0")
+    cat = catalogue if catalogue is not None else default_catalogue()
+    rng = np.random.default_rng(seed)
+    n = len(trace)
+    sampled = list(cat.sample_models(rng, n, mix)) if n else []
+    known = set(getattr(cat, "MODELS", ()) or ())
+    gpu_types = tuple(dict.fromkeys(nd.gpu_type for nd in nodes))
+    profiles: dict[tuple[str, int], Profile] = {}
+    speeds: dict[str, Mapping[str, float]] = {}
+    jobs: list[SimJob] = []
+    unmatched = 0
+    for i in range(n):
+        model = trace.model[i] or sampled[i]
+        if known and model not in known:
+            raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model, f"is not a catalogue model; known: {sorted(known)}")
+        g = int(trace.gpus[i])
+        key = (model, g)
+        if key not in profiles:
+            profiles[key] = cat.profile(model, g)
+        prof = profiles[key]
+        dem = _demand(trace, i, prof, cat, model, g)
+        if model not in speeds:
+            speeds[model] = dict(cat.gpu_speeds(model, gpu_types))
+        sp = dict(speeds[model])
+        if trace.gpu_type[i]:
+            allowed = {t for t in trace.gpu_type[i].split("|") if t}
+            restricted = {t: v for t, v in sp.items() if t in allowed}
+            if restricted:
+                sp = restricted
+            else:
+                unmatched += 1
+        jobs.append(SimJob(
+            id=trace.job_id[i], submit_s=float(trace.submit_s[i]), gpus=g, duration_s=float(trace.duration_s[i]),
+            model=model, profile=prof, demand=dem, gpu_speed=sp or None, spread_factor=spread_factor,
+            restart_s=restart_s, tenant=trace.tenant[i],
+        ))
+    notes = dict(trace.notes)
+    if unmatched:
+        notes["gpu_type_unmatched"] = unmatched
+    return Workload(name=trace.name, jobs=tuple(jobs), notes=notes)
+
+
+def _demand(trace: Trace, i: int, prof: Profile, cat: Catalogue, model: str, g: int) -> tuple[int, int]:
+    c, m = float(trace.cpus_per_gpu[i]), float(trace.mem_per_gpu_gb[i])
+    if math.isnan(c) and math.isfinite(trace.cpu_cores[i]):
+        c = float(trace.cpu_cores[i]) / g
+    if math.isnan(m) and math.isfinite(trace.mem_gib[i]):
+        m = float(trace.mem_gib[i]) / g
+    if math.isnan(c) or math.isnan(m):
+        base = tuple(cat.demand(model, g))
+        c = base[0] if math.isnan(c) else c
+        m = base[1] if math.isnan(m) else m
+    return snap(c, prof.cpus_per_gpu), snap(m, prof.mem_per_gpu_gb)
