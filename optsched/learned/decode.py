@@ -114,7 +114,7 @@ def decode(
     allowed = scores.node > _OPEN
     k = min(top_k, N)
     if k < N:
-        cand_top = np.argpartition(-node_logit, k - 1, axis=1)[:, :k]
+        cand_top = np.sort(np.argpartition(-node_logit, k - 1, axis=1)[:, :k], axis=1)  # ties: lowest index
     else:
         cand_top = np.broadcast_to(np.arange(N), (J, N))
     safe_gpus = np.maximum(feats.node_gpus, 1)

@@ -44,7 +44,7 @@ class RoundFeatures:
     ``placed`` (J, N) (share of the job's GPUs held there now). Raw integers for decoding:
     ``point_c``/``point_m`` (J, P) grid values, ``point_value`` (J, P) the job's worth at the point
     on a speed-1 GPU, one node, not moved (``weight * tp / tp_demand``), ``point_ok`` (J, P)
-    (on the grid and allowed by fairness), ``gpus`` (J,), node capacities ``node_gpus``,
+    (on the grid, allowed by fairness and not dominated by another allowed point), ``gpus`` (J,), node capacities ``node_gpus``,
     ``node_cpus``, ``node_mem`` (N,), ``node_type`` (N,) type indices.
     """
 
@@ -75,6 +75,16 @@ class RoundFeatures:
 
 def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else 0.0
+
+
+def _undominated(c: np.ndarray, m: np.ndarray, tp: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Points no other admissible point dominates (no more cores, no more memory, no less
+    throughput, not identical). Dropping dominated points keeps the optimum (the exact model
+    does the same), and the leftover pass can still reach any better point."""
+    le = (c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (tp[None, :] >= tp[:, None])
+    same = (c[None, :] == c[:, None]) & (m[None, :] == m[:, None])
+    dominated = (le & ~same & ok[None, :]).any(axis=1)
+    return ~dominated
 
 
 def featurise(instance: Instance) -> RoundFeatures:
@@ -126,6 +136,7 @@ def featurise(instance: Instance) -> RoundFeatures:
         rel = tp / j.demand_throughput
         k = len(tp)
         ok = rel >= 1.0 - 1e-12 if fair else np.ones(k, dtype=bool)
+        ok &= _undominated(c, m, tp, ok)
         dc, dm = j.demand
         point_c[i, :k], point_m[i, :k] = c, m
         point_value[i, :k] = j.weight * rel

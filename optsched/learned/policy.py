@@ -162,7 +162,7 @@ class PolicyNet(nn.Module):
         nn_ = torch.where(nm[:, None, None, :], zero, neg)  # (B, 1, 1, N)
         allowed = (batch.speed > 0) & nm[:, None, :] & jm[:, :, None]  # (B, J, N)
         # a job allowed nowhere attends to every real node rather than to nothing
-        cross_mask = torch.where(allowed.any(-1, keepdim=True), allowed, nm[:, None, :].expand(B, J, N))
+        cross_mask = torch.where(allowed.any(-1, keepdim=True), allowed, nm[:, None, :] & jm[:, :, None])
         jn = torch.where(cross_mask, zero, neg)[:, None]  # (B, 1, J, N)
         nj = jn.transpose(2, 3)  # (B, 1, N, J); nodes attend to the jobs allowed on them
         nj = torch.where((nj > NEG / 2).any(-1, keepdim=True), nj, jj.expand(B, 1, N, J))
