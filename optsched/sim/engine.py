@@ -189,6 +189,7 @@ def simulate(
     solver_calls = 0
     checked = 0
     stalled = False
+    empty_sig: bytes | None = None
 
     t = 0.0 if n == 0 else math.floor(submit[0] / R) * R
     arrived = 0
@@ -257,6 +258,7 @@ def simulate(
             rec["objective"].append(objective)
             rec["gap"].append(gap)
             if run_idx.size:
+                empty_sig = None
                 d = delay_left[run_idx]
                 r = rate[run_idx]
                 t_fin = t + d + remaining[run_idx] / r
@@ -274,9 +276,13 @@ def simulate(
                 alloc[f_idx] = 0.0
                 for j in f_idx:
                     assign[j] = None
-            elif arrived == n and schedule is not None and not schedule.jobs:
-                stalled = True  # nothing runs, nothing will arrive, and the allocator places nothing
-                break
+            elif arrived == n:
+                # nothing runs and nothing will arrive: if the allocator placed nothing in two rounds
+                # in a row offered the same jobs, it never will (it sees only the round's state)
+                if sig[0] == empty_sig:
+                    stalled = True
+                    break
+                empty_sig = sig[0]
             t += R
             if run_idx.size == 0 and arrived < n:
                 t = max(t, math.ceil((submit[arrived] - _EPS) / R) * R)

@@ -1,0 +1,200 @@
+"""Trace loaders (on tiny files written here), shaping, model assignment, clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_sim_support import StandInCatalogue
+
+from optsched.errors import InputError
+from optsched.sim import cluster
+from optsched.sim.workload import (
+    Trace,
+    build_workload,
+    cap_sizes,
+    load_alibaba_pods,
+    load_helios,
+    load_normalized,
+    load_philly,
+    load_trace,
+    scale_load,
+    snap,
+    window,
+)
+
+CAT = StandInCatalogue()
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text.strip() + "\n")
+    return p
+
+
+def test_normalized_loader_sorts_drops_and_reads_optional_columns(tmp_path):
+    p = _write(tmp_path, "n.csv", """
+job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored,model,cpus_per_gpu,mem_per_gpu_gb
+b,20,100,2,1.0,,,vcA,,,,0,cpu,2,16
+a,10,50,1,0.5,6,12,LS,,Running,V100|T4,1,,,
+c,30,70,0,1.0,4,8,BE,,,,0,,,
+d,40,0,1,1.0,,,,,,,0,,,
+""")
+    tr = load_normalized(p)
+    assert tr.job_id == ("a", "b")
+    assert tr.submit_s.tolist() == [10.0, 20.0]
+    assert tr.gpus.tolist() == [1, 2]
+    assert tr.cpu_cores[0] == 6 and np.isnan(tr.cpu_cores[1])
+    assert tr.model == ("", "cpu") and tr.gpu_type == ("V100|T4", "")
+    assert tr.cpus_per_gpu[1] == 2 and tr.mem_per_gpu_gb[1] == 16
+    assert tr.notes == {"fractional_gpu_as_whole": 1, "censored": 1, "dropped_cpu_only": 1, "dropped_zero_duration": 1}
+
+
+def test_philly_loader_parses_timestamps(tmp_path):
+    p = _write(tmp_path, "philly.csv", """
+timestamp,duration,num_gpus,gpu_time,cluster
+2017-10-09 07:01:55,66.0,1,66.0,11cb48
+2017-10-09 06:13:03,2951.0,8,23608.0,6214e9
+""")
+    tr = load_philly(p)
+    assert tr.job_id == ("philly-1", "philly-0")
+    assert tr.submit_s.tolist() == [0.0, 48 * 60 + 52.0]
+    assert tr.gpus.tolist() == [8, 1] and tr.tenant == ("6214e9", "11cb48")
+
+
+def test_alibaba_loader_uses_requests_and_skips_unscheduled(tmp_path):
+    p = _write(tmp_path, "pods.csv", """
+name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+p0,12000,16384,1,1000,,LS,Running,100,1100,100
+p1,6000,12288,1,460,V100M16|V100M32,BE,Succeeded,150,500,200
+p2,8000,8192,2,1000,,LS,Pending,160,900,
+p3,4000,4096,0,0,,BE,Running,170,900,170
+""")
+    tr = load_alibaba_pods(p)
+    assert tr.job_id == ("p0", "p1")
+    assert tr.submit_s.tolist() == [0.0, 50.0]
+    assert tr.duration_s.tolist() == [1000.0, 300.0]
+    assert tr.cpu_cores.tolist() == [12.0, 6.0] and tr.mem_gib.tolist() == [16.0, 12.0]
+    assert tr.gpu_type[1] == "V100M16|V100M32"
+    assert tr.notes == {"dropped_never_scheduled": 1, "dropped_cpu_only": 1, "fractional_gpu_as_whole": 1}
+
+
+def test_helios_loader_accepts_dates_and_seconds(tmp_path):
+    p = _write(tmp_path, "helios.csv", """
+job_id,user,vc,gpu_num,node_num,state,submit_time,duration
+j1,u1,vcA,8,1,COMPLETED,2020-04-01 00:00:07,3600
+j2,u2,vcB,16,2,FAILED,2020-04-01 00:10:07,60
+j3,u3,vcA,0,1,COMPLETED,2020-04-01 00:11:00,60
+""")
+    tr = load_helios(p)
+    assert tr.job_id == ("j1", "j2") and tr.submit_s.tolist() == [0.0, 600.0]
+    assert tr.gpus.tolist() == [8, 16] and tr.tenant == ("vcA", "vcB")
+    q = _write(tmp_path, "helios2.csv", "job_id,user,vc,gpu_num,node_num,state,submit_time,duration\nx,u,v,1,1,COMPLETED,500,10\ny,u,v,2,1,COMPLETED,400,10")
+    assert load_helios(q).submit_s.tolist() == [0.0, 100.0]
+    assert load_trace(q).job_id == ("y", "x")  # format sniffed from the header
+
+
+def test_loaders_name_the_bad_field(tmp_path):
+    p = _write(tmp_path, "bad.csv", "job_id,submit_time_s,duration_s,num_gpus\na,0,ten,1")
+    with pytest.raises(InputError, match=r"bad.csv\[row 0\].duration_s"):
+        load_normalized(p)
+    q = _write(tmp_path, "bad2.csv", "job_id,submit_time_s,duration_s\na,0,1")
+    with pytest.raises(InputError, match="num_gpus"):
+        load_normalized(q)
+    r = _write(tmp_path, "bad3.csv", "job_id,user,vc,gpu_num,node_num,state,submit_time,duration\nx,u,v,1,1,C,yesterday,10")
+    with pytest.raises(InputError, match="submit_time"):
+        load_helios(r)
+    with pytest.raises(InputError, match="no such file"):
+        load_trace(tmp_path / "missing.csv")
+    s = _write(tmp_path, "odd.csv", "a,b\n1,2")
+    with pytest.raises(InputError, match="unrecognised"):
+        load_trace(s)
+    with pytest.raises(InputError, match="format"):
+        load_trace(s, "parquet")
+
+
+def _trace(n=10):
+    return Trace.from_columns("t", {
+        "job_id": [f"j{i}" for i in range(n)], "submit_s": [100.0 * i for i in range(n)],
+        "duration_s": [50.0] * n, "gpus": [1, 2, 4, 8, 16, 32, 1, 1, 1, 1][:n],
+    })
+
+
+def test_window_scale_and_cap():
+    tr = _trace()
+    w = window(tr, 200, 500)
+    assert w.job_id == ("j2", "j3", "j4", "j5", "j6") and w.submit_s.tolist() == [0, 100, 200, 300, 400]
+    assert window(tr, 200, 500, max_jobs=2).job_id == ("j2", "j3")
+    assert window(tr).job_id == tr.job_id
+    s = scale_load(w, 2.0)
+    assert s.submit_s.tolist() == [0, 50, 100, 150, 200]
+    c = cap_sizes(tr, 8)
+    assert c.gpus.max() == 8 and c.notes["capped"] == 2 and len(c) == 10
+    d = cap_sizes(tr, 8, mode="drop")
+    assert len(d) == 8 and d.notes["dropped_too_big"] == 2
+    for bad in (lambda: window(tr, -1), lambda: window(tr, 0, 0), lambda: scale_load(tr, 0), lambda: cap_sizes(tr, 8, "shrink")):
+        with pytest.raises(InputError):
+            bad()
+
+
+def test_trace_validation():
+    with pytest.raises(InputError, match="duplicate"):
+        Trace.from_columns("t", {"job_id": ["a", "a"], "submit_s": [0, 1], "duration_s": [1, 1], "gpus": [1, 1]})
+    with pytest.raises(InputError, match="gpus"):
+        Trace.from_columns("t", {"job_id": ["a"], "submit_s": [0], "duration_s": [1], "gpus": [0]})
+
+
+def test_snap_picks_the_nearest_grid_value():
+    assert snap(2.9, (1, 2, 3, 4)) == 3
+    assert snap(2.5, (1, 2, 3, 4)) == 2
+    assert snap(100, (1, 2, 3, 4)) == 4
+    assert snap(0.2, (1, 2)) == 1
+
+
+def test_build_workload_models_demands_and_gpu_types():
+    tr = Trace.from_columns("t", {
+        "job_id": ["a", "b", "c", "d"], "submit_s": [0, 1, 2, 3], "duration_s": [100, 100, 100, 100],
+        "gpus": [2, 1, 1, 1], "cpu_cores": [6.0, np.nan, np.nan, np.nan], "mem_gib": [70.0, np.nan, np.nan, np.nan],
+        "cpus_per_gpu": [np.nan, 1.2, np.nan, np.nan], "mem_per_gpu_gb": [np.nan, 60, np.nan, np.nan],
+        "model": ["cpu", "flat", "cpu", ""], "gpu_type": ["", "", "SLOW", "K80"],
+    })
+    nodes = cluster.heterogeneous([(1, "FAST", 4, 32, 256), (1, "SLOW", 4, 32, 256)])
+    wl = build_workload(tr, nodes, catalogue=CAT, seed=1)
+    a, b, c, d = wl.jobs
+    assert a.demand == (2, 32)  # 6 cores / 2 GPUs = 3, equidistant from 2 and 4: the smaller; 35 GB -> 32
+    assert b.demand == (1, 64)
+    assert c.demand == (4, 32) and c.gpu_speed == {"SLOW": 0.5}
+    assert d.gpu_speed == {"FAST": 1.0, "SLOW": 0.5} and wl.notes["gpu_type_unmatched"] == 1
+    assert a.work == pytest.approx(100 * a.profile.at(*a.demand))
+    same = build_workload(tr, nodes, catalogue=CAT, seed=1)
+    assert [j.model for j in same.jobs] == [j.model for j in wl.jobs]
+    bad = tr.with_columns(model=("cpu", "nope", "cpu", ""))
+    with pytest.raises(InputError, match="nope"):
+        build_workload(bad, nodes, catalogue=CAT)
+
+
+def test_clusters():
+    h = cluster.homogeneous(16)
+    assert len(h) == 16 and h[0].gpus == 8 and h[0].cpus == 64 and h[0].mem_gb == 512 and h[15].rack == "r0"
+    m = cluster.mix("v100-p100-k80", 10)
+    assert sorted({n.gpu_type for n in m}) == ["K80", "P100", "V100"] and len(m) == 10
+    assert len(cluster.parse_cluster("4x8:A100")) == 4 and cluster.parse_cluster("4x8:A100")[0].gpu_type == "A100"
+    assert len(cluster.parse_cluster("mix:a100-v100:6")) == 6
+    with pytest.raises(InputError, match="cluster"):
+        cluster.parse_cluster("lots")
+    with pytest.raises(InputError, match="mix"):
+        cluster.mix("nope", 3)
+
+
+def test_pai_inventory_from_a_tiny_spec(tmp_path):
+    p = _write(tmp_path, "spec.csv", """
+m1,CPU,96,512,0
+m2,P100,64,512,2
+m3,P100,64,512,2
+m4,V100M32,96,384,8
+""")
+    nodes = cluster.pai_2020(p)
+    assert [(n.gpu_type, n.gpus, n.cpus, n.mem_gb) for n in nodes] == [("V100M32", 8, 96, 384), ("P100", 2, 64, 512), ("P100", 2, 64, 512)]
+    assert len(cluster.pai_2020(p, fraction=0.1)) == 2  # at least one of each shape
+    assert len(cluster.pai_2020(p, include_cpu_only=True)) == 4
