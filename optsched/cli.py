@@ -20,6 +20,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "gen": ("optsched.commands.gen", "write random valid round instances"),
     "methods": ("optsched.commands.methods", "list the registered solve methods"),
     "bench": ("optsched.commands.bench", "run solvers over instance sets: results table, summary, plots"),
+    "train": ("optsched.commands.train", "distil exact solutions into the learned policy (behaviour cloning, DAgger)"),
+    "validate": ("optsched.commands.validate", "judge an external decision: violations, gap to the exact optimum, per-job diff"),
+    "simulate": ("optsched.commands.simulate", "replay a trace on a cluster: JCT, makespan, utilisation per policy x allocator"),
 }
 
 
