@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -353,8 +353,20 @@ def _instance(
             b = base[j] = Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model,
                               gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s)
         a = assign[j]
-        out.append(replace(b, weight=float(w[k]), placement=None if a is None else a.nodes))
+        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes))
     return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+
+
+def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None) -> Job:
+    """``replace(base, weight=..., placement=...)`` without re-validating the profile, which is
+    most of a round's build time. Safe because both values are already valid: the engine has
+    checked the weight (finite, > 0) and the placement is a checked schedule's read-only node map
+    for this very job."""
+    job = object.__new__(Job)
+    job.__dict__.update(base.__dict__)
+    job.__dict__["weight"] = weight
+    job.__dict__["placement"] = placement
+    return job
 
 
 def _apply(

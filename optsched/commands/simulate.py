@@ -1,0 +1,107 @@
+"""``optsched simulate``: replay a trace window on a cluster under queue policies x allocators.
+
+Writes ``<out>/<policy>-<allocator>-s<seed>.metrics.json`` and ``.jobs.csv`` per run, prints a
+summary table, and with ``--plot`` draws JCT CDFs, queue and utilisation timelines side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from optsched.errors import InputError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios")
+    p.add_argument("--format", default="auto", help="auto (from the header), normalized, philly, alibaba or helios")
+    p.add_argument("--start", default="0", help="window start after the first arrival (e.g. 0, 12h, 7d)")
+    p.add_argument("--length", default=None, help="window length (e.g. 1d, 30d; default: to the end)")
+    p.add_argument("--max-jobs", type=int, default=None, help="at most this many jobs from the window")
+    p.add_argument("--load", type=float, default=1.0, help="arrival-rate multiplier (default 1)")
+    p.add_argument("--cluster", default="16x8", help="NxG[:TYPE], mix:NAME:N, pai2020[:FRACTION], alibaba2023[:FRACTION]")
+    p.add_argument("--cpus", type=int, default=64, help="cores per node for NxG clusters (default 64)")
+    p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
+    p.add_argument("--cap-mode", default="clip", choices=("clip", "drop"), help="jobs larger than the largest GPU type")
+    p.add_argument("--policy", default="las", help="comma-separated queue policies: fifo, srf, las, maxmin")
+    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`)")
+    p.add_argument("--time-limit", type=float, default=5.0, help="allocator seconds per round (default 5)")
+    p.add_argument("--round", default="300", help="round length (default 300 s)")
+    p.add_argument("--restart", default="60", help="restart cost of a moved or resumed job (default 60 s)")
+    p.add_argument("--spread-factor", type=float, default=0.9, help="throughput factor per extra node (default 0.9)")
+    p.add_argument("--queue-window", type=float, default=2.0, help="waiting jobs offered per round, x cluster GPUs (0: all)")
+    p.add_argument("--horizon", default=None, help="stop at this simulated time (unfinished jobs are reported)")
+    p.add_argument("--fair", action="store_true", help="Synergy fairness: no job slower than at its demand")
+    p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
+    p.add_argument("--mix", default=None, help="model mix passed to the catalogue's sampler")
+    p.add_argument("-o", "--out", default="sim-out", help="output directory (default sim-out)")
+    p.add_argument("--plot", action="store_true", help="write <out>/runs.png comparing the runs")
+    p.add_argument("--check", action="store_true", help="re-check every round's schedule with the independent checker")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from optsched.registry import get_method
+    from optsched.sim.engine import SimConfig
+    from optsched.sim.experiment import parse_duration, prepare
+    from optsched.sim.experiment import run as run_one
+    from optsched.sim.metrics import write_jobs_csv, write_metrics_json
+    from optsched.sim.policies import POLICIES
+
+    policies = [s.strip() for s in args.policy.split(",") if s.strip()]
+    allocators = [s.strip() for s in args.allocator.split(",") if s.strip()]
+    for pol in policies:
+        if pol not in POLICIES:
+            raise InputError("--policy", pol, f"unknown queue policy; known: {sorted(POLICIES)}")
+    for a in allocators:
+        get_method(a)
+    if not policies or not allocators:
+        raise InputError("--policy/--allocator", f"{args.policy}/{args.allocator}", "name at least one of each")
+    if args.time_limit <= 0:
+        raise InputError("--time-limit", args.time_limit, "must be positive")
+    if args.queue_window < 0:
+        raise InputError("--queue-window", args.queue_window, "must be >= 0")
+    setup = prepare(
+        args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
+        length=args.length, max_jobs=args.max_jobs, load=args.load, cap_mode=args.cap_mode, seed=args.seed,
+        mix=args.mix, restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
+    )
+    if len(setup.workload) == 0:
+        raise InputError("--start/--length", f"{args.start}/{args.length}", "the window holds no jobs")
+    out = Path(args.out)
+    import sys
+
+    print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
+    runs = {}
+    for pol in policies:
+        for a in allocators:
+            cfg = SimConfig(
+                round_s=parse_duration(args.round, "--round"), fair=args.fair,
+                queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
+                check=args.check, progress=not args.no_progress, name=f"{pol}-{a}",
+            )
+            res = run_one(setup, policy=pol, allocator=a, time_limit=args.time_limit, seed=args.seed, config=cfg)
+            stem = out / f"{pol}-{a}-s{args.seed}"
+            write_metrics_json(res, stem.with_suffix(".metrics.json"))
+            write_jobs_csv(res, stem.with_suffix(".jobs.csv"))
+            runs[f"{pol}/{a}"] = res
+    print(_table(runs))
+    if args.plot:
+        from optsched.sim.plots import plot_runs
+
+        print(f"plot: {plot_runs(runs, out / 'runs.png')}", file=sys.stderr)
+    return 0
+
+
+def _table(runs: dict) -> str:
+    cols = [("avg_jct_s", "avg JCT h", 3600), ("median_jct_s", "p50 h", 3600), ("p99_jct_s", "p99 h", 3600),
+            ("makespan_s", "makespan h", 3600), ("avg_queueing_delay_s", "queue h", 3600), ("gpu_util", "GPU", 1),
+            ("cpu_util", "CPU", 1), ("preemptions", "preempt", 1), ("moves", "moves", 1), ("unfinished", "unfin", 1),
+            ("solve_s_mean", "solve s", 1), ("wall_s", "wall s", 1)]
+    header = ["run", *(c[1] for c in cols)]
+    rows = []
+    for label, res in runs.items():
+        s = res.summary()
+        rows.append([label, *("-" if s[k] is None else f"{s[k] / d:.3g}" for k, _, d in cols)])
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows])

@@ -1,0 +1,108 @@
+"""One simulation set-up from a few plain settings, shared by ``optsched simulate`` and
+``benchmarks/bench_sim.py``: load a trace, cut a window, scale the load, cap job sizes to the
+cluster, assign models, then run any queue policy x allocator pair on it."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optsched.errors import InputError
+from optsched.model import Node
+from optsched.sim import cluster as clusters
+from optsched.sim import workload as wl
+from optsched.sim.engine import SimConfig, SimResult, SolveRoundAllocator, simulate
+from optsched.sim.policies import get_policy
+
+__all__ = ["Setup", "parse_duration", "prepare", "run"]
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def parse_duration(text: str | float | None, field_name: str = "duration") -> float | None:
+    """``"90"`` (seconds), ``"15m"``, ``"12h"``, ``"7d"``, ``"2w"`` -> seconds; ``None`` stays ``None``."""
+    if text is None or isinstance(text, (int, float)):
+        return None if text is None else float(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smhdw]?)\s*", text)
+    if not m:
+        raise InputError(field_name, text, "must be a duration such as 3600, 90m, 12h or 7d")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A trace window on a cluster, ready to simulate."""
+
+    trace: str
+    nodes: tuple[Node, ...]
+    workload: wl.Workload
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare(
+    trace_path: str | Path,
+    *,
+    fmt: str = "auto",
+    cluster: str | Sequence[Node] = "16x8",
+    cpus: int = 64,
+    mem_gb: int = 512,
+    start: str | float | None = None,
+    length: str | float | None = None,
+    max_jobs: int | None = None,
+    load: float = 1.0,
+    cap_mode: str = "clip",
+    seed: int = 0,
+    mix: Any = None,
+    restart_s: float = 60.0,
+    spread_factor: float = 0.9,
+    catalogue: wl.Catalogue | None = None,
+) -> Setup:
+    """Load, window (``start``/``length`` as durations), scale by ``load``, cap gangs to the
+    largest GPU type's total, and assign models with ``seed``."""
+    nodes = clusters.parse_cluster(cluster, cpus=cpus, mem_gb=mem_gb) if isinstance(cluster, str) else tuple(cluster)
+    trace = wl.load_trace(trace_path, fmt)
+    trace = wl.window(trace, parse_duration(start, "start") or 0.0, parse_duration(length, "length"), max_jobs)
+    if load != 1.0:
+        trace = wl.scale_load(trace, load)
+    per_type: dict[str, int] = {}
+    for nd in nodes:
+        per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
+    trace = wl.cap_sizes(trace, max(per_type.values()), cap_mode)
+    work = wl.build_workload(trace, nodes, seed=seed, catalogue=catalogue, mix=mix, restart_s=restart_s, spread_factor=spread_factor)
+    settings = {
+        "trace": str(trace_path), "format": fmt, "cluster": cluster if isinstance(cluster, str) else "custom",
+        "cluster_summary": clusters.summary(nodes), "start": start, "length": length, "max_jobs": max_jobs,
+        "load": load, "cap_mode": cap_mode, "seed": seed, "mix": mix, "restart_s": restart_s,
+        "spread_factor": spread_factor, "jobs": len(work),
+    }
+    return Setup(trace=str(trace_path), nodes=nodes, workload=work, settings=settings)
+
+
+def run(
+    setup: Setup,
+    *,
+    policy: str = "las",
+    allocator: str = "fungible-greedy",
+    time_limit: float = 5.0,
+    seed: int = 0,
+    config: SimConfig | None = None,
+    **solver_options: Any,
+) -> SimResult:
+    """Simulate ``setup`` under a queue ``policy`` (name) and a registered ``allocator`` (solver name)."""
+    if not math.isfinite(time_limit) or time_limit <= 0:
+        raise InputError("time_limit", time_limit, "must be > 0 seconds")
+    alloc = SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **solver_options)
+    cfg = config or SimConfig()
+    if cfg.name == "sim":
+        from dataclasses import replace
+
+        cfg = replace(cfg, name=f"{policy}-{allocator}")
+    res = simulate(setup.workload, setup.nodes, get_policy(policy), alloc, cfg)
+    res.info["setup"] = dict(setup.settings)
+    res.info["time_limit"] = time_limit
+    res.info["seed"] = seed
+    return res
