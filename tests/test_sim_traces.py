@@ -1,0 +1,53 @@
+"""The loaders on the real traces in ../shared/traces (skipped where they are absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_sim_support import fungible_first_fit
+
+from optsched.sim import cluster, policies
+from optsched.sim.engine import SimConfig, simulate
+from optsched.sim.workload import build_workload, load_trace, window
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+pytestmark = [pytest.mark.traces, pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent")]
+
+
+def test_philly_native_and_normalized_agree():
+    native = load_trace(SHARED / "philly-pollux" / "philly.csv")
+    norm = load_trace(SHARED / "normalized" / "philly_pollux.csv")
+    assert len(native) == len(norm) > 80_000
+    assert sorted(native.job_id) == sorted(norm.job_id)
+    assert native.gpus.sum() == norm.gpus.sum()
+    assert np.isclose(native.duration_s.sum(), norm.duration_s.sum())
+    assert np.mean(native.gpus == 1) == pytest.approx(0.932, abs=0.005)
+
+
+def test_alibaba_pods_have_requests():
+    tr = load_trace(SHARED / "alibaba-gpu-v2023" / "openb_pod_list_default.csv")
+    assert len(tr) > 6000 and tr.notes["dropped_cpu_only"] > 0 and tr.notes["dropped_never_scheduled"] == 897
+    per_gpu = tr.cpu_cores / tr.gpus
+    assert 8 < np.median(per_gpu) < 14
+    norm = load_trace(SHARED / "normalized" / "alibaba_v2023_default.csv")
+    assert len(norm) == len(tr)
+
+
+def test_pai_inventory():
+    nodes = cluster.pai_2020()
+    assert len(nodes) == 1897 - 83 and sum(n.gpus for n in nodes) == 6742
+    small = cluster.pai_2020(fraction=0.05)
+    assert {n.gpu_type for n in small} == {"MISC", "P100", "T4", "V100", "V100M32"}
+    assert 80 < len(small) < 100
+
+
+def test_a_short_alibaba_window_runs_with_the_catalogue():
+    pytest.importorskip("optsched.catalogue")
+    tr = window(load_trace(SHARED / "normalized" / "alibaba_v2023_default.csv"), 30 * 86400, 2 * 86400)
+    nodes = cluster.homogeneous(4)
+    wl = build_workload(tr, nodes, seed=0)
+    res = simulate(wl, nodes, policies.LAS(), fungible_first_fit, SimConfig(check=True, progress=False, horizon_s=6 * 86400))
+    s = res.summary()
+    assert s["finished"] + s["unfinished"] == len(wl) > 0
