@@ -285,8 +285,16 @@ def _schedule(instance: Instance, feats: RoundFeatures, st: _State) -> Schedule:
 # --- Evaluate mode ----------------------------------------------------------------------------
 
 
-def target_arrays(instance: Instance, feats: RoundFeatures, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
-    """``(gpus (J, N), point index (J,) or -1)`` of a schedule that names this round's jobs and nodes."""
+def target_arrays(
+    instance: Instance, feats: RoundFeatures, schedule: Schedule, *, snap_dominated: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(gpus (J, N), point index (J,) or -1)`` of a schedule that names this round's jobs and nodes.
+
+    The policy only chooses undominated grid points (the leftover pass never needs others); with
+    ``snap_dominated`` a dominated point of the schedule is scored as the best allowed point that
+    dominates it (no more cores or memory, at least the throughput), otherwise its probability is
+    zero (log-likelihood about ``-1e9``).
+    """
     J, N = feats.n_jobs, feats.n_nodes
     gpus = np.zeros((J, N), dtype=np.int64)
     point = np.full(J, -1, dtype=np.int64)
@@ -297,7 +305,15 @@ def target_arrays(instance: Instance, feats: RoundFeatures, schedule: Schedule) 
         hits = np.flatnonzero(feats.point_mask[j] & (feats.point_c[j] == a.cpus_per_gpu) & (feats.point_m[j] == a.mem_per_gpu_gb))
         if hits.size != 1:
             raise ValueError(f"job {jid}: ({a.cpus_per_gpu}, {a.mem_per_gpu_gb}) is not a grid point")
-        point[j] = hits[0]
+        p = int(hits[0])
+        if snap_dominated and not feats.point_ok[j, p]:
+            dom = np.flatnonzero(
+                feats.point_ok[j] & (feats.point_c[j] <= feats.point_c[j, p]) & (feats.point_m[j] <= feats.point_m[j, p])
+                & (feats.point_value[j] >= feats.point_value[j, p])
+            )
+            if dom.size:
+                p = int(dom[np.argmax(feats.point_value[j, dom])])
+        point[j] = p
     return gpus, point
 
 

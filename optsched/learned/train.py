@@ -16,10 +16,11 @@ log, writes a checkpoint, keeps the best one, and the run ends with a loss/gap c
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     progress: bool = True
+    #: ``"module:function"`` called as ``f(nodes, jobs, seed=...) -> Instance``
+    generator: str = "optsched.gen:generate"
 
     def validate(self) -> None:
         for name in ("train_rounds", "val_rounds", "epochs", "batch_size", "d_model", "heads", "layers", "label_workers", "label_threads"):
@@ -85,6 +88,7 @@ class TrainConfig:
         for s in self.sizes:
             if len(s) != 2 or min(s) < 1:
                 raise InputError("sizes", s, "each size must be (nodes >= 1, jobs >= 1)")
+        _generator(self.generator)
         if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
             raise InputError("device", self.device, "must be 'cpu', or 'cuda[:i]' on a machine with a CUDA GPU")
 
@@ -163,11 +167,16 @@ def validation_gaps(net: PolicyNet, labels: Sequence[Label], device: str | torch
     return gaps
 
 
-def _rounds(sizes: Sequence[tuple[int, int]], count: int, seed_base: int) -> list[Instance]:
+def _generator(target: str) -> Callable[..., Instance]:
+    module, _, attr = target.partition(":")
     try:
-        from optsched.gen import generate
-    except ImportError as e:  # pragma: no cover - the generator ships with optsched
-        raise RuntimeError(f"optsched.gen is needed to generate training rounds: {e}") from None
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise InputError("generator", target, f"cannot be loaded ({e}); give 'module:function'") from None
+
+
+def _rounds(sizes: Sequence[tuple[int, int]], count: int, seed_base: int, generator: str) -> list[Instance]:
+    generate = _generator(generator)
     out = []
     for i in range(count):
         n, j = sizes[i % len(sizes)]
@@ -235,8 +244,8 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
         insts, cfg.cache, time_limit=cfg.label_time_limit, seed=0, workers=cfg.label_workers,
         options=lab_opts, progress=cfg.progress, desc=desc,
     )
-    train_insts = _rounds(cfg.sizes, cfg.train_rounds, base)
-    val_insts = _rounds(cfg.sizes, cfg.val_rounds, base + 500_000)
+    train_insts = _rounds(cfg.sizes, cfg.train_rounds, base, cfg.generator)
+    val_insts = _rounds(cfg.sizes, cfg.val_rounds, base + 500_000, cfg.generator)
     val_labels = label(val_insts, "labelling val")
     train_labels = label(train_insts, "labelling train")
     examples = make_examples(train_labels)
