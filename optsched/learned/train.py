@@ -66,7 +66,7 @@ class TrainConfig:
     device: str = "cpu"
     progress: bool = True
     #: ``"module:function"`` called as ``f(nodes, jobs, seed=...) -> Instance``
-    generator: str = "optsched.gen:generate"
+    generator: str = "optsched.learned.train:training_round"
 
     def validate(self) -> None:
         for name in ("train_rounds", "val_rounds", "epochs", "batch_size", "d_model", "heads", "layers", "label_workers", "label_threads"):
@@ -165,6 +165,34 @@ def validation_gaps(net: PolicyNet, labels: Sequence[Label], device: str | torch
         v = schedule_value(lab.instance, greedy(net, lab.instance, device))
         gaps.append((lab.objective - v) / max(lab.objective, 1e-9))
     return gaps
+
+
+#: cluster variants of :func:`training_round` (GPU types present)
+_TYPE_SETS: tuple[tuple[str, ...], ...] = (("V100",), ("V100", "P100"), ("V100", "P100", "K80"), ("A100", "V100"))
+
+
+def training_round(nodes: int, jobs: int, *, seed: int) -> Instance:
+    """A varied random round for distillation, deterministic by ``seed``: :func:`optsched.gen.generate`
+    with the GPU types, node shape, tightness, running share, type restrictions, fairness and
+    profile grid drawn from ``seed`` (so the policy sees the variety it will be used on)."""
+    from optsched.gen import generate
+
+    rng = np.random.default_rng(seed)
+    shape = [(8, 48, 500), (4, 24, 250), (8, 64, 500)][int(rng.integers(3))]
+    return generate(
+        nodes,
+        jobs,
+        seed=seed,
+        gpu_types=_TYPE_SETS[int(rng.integers(len(_TYPE_SETS)))],
+        gpus_per_node=shape[0],
+        cpus_per_node=shape[1],
+        mem_per_node_gb=shape[2],
+        tightness=float(rng.choice([0.9, 1.1, 1.25, 1.5])),
+        running_fraction=float(rng.choice([0.0, 0.0, 0.3, 0.6])),
+        restrict_fraction=float(rng.choice([0.0, 0.2])),
+        fair=bool(rng.random() < 0.2),
+        grid=str(rng.choice(["full", "coarse"])),
+    )
 
 
 def _generator(target: str) -> Callable[..., Instance]:
