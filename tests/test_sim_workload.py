@@ -198,3 +198,30 @@ m4,V100M32,96,384,8
     assert [(n.gpu_type, n.gpus, n.cpus, n.mem_gb) for n in nodes] == [("V100M32", 8, 96, 384), ("P100", 2, 64, 512), ("P100", 2, 64, 512)]
     assert len(cluster.pai_2020(p, fraction=0.1)) == 2  # at least one of each shape
     assert len(cluster.pai_2020(p, include_cpu_only=True)) == 4
+
+
+def test_filter_durations_and_offered_load():
+    from optsched.sim.workload import filter_durations, offered_load
+
+    tr = Trace.from_columns("t", {"job_id": ["a", "b", "c"], "submit_s": [0, 50, 100], "duration_s": [30, 100, 5000],
+                                  "gpus": [1, 2, 1]})
+    f = filter_durations(tr, 60, 1000)
+    assert f.job_id == ("b",) and f.notes["dropped_duration"] == 2
+    # (30 + 200 + 5000) GPU-s over 100 s x 4 GPUs
+    assert offered_load(tr, 4) == pytest.approx(5230 / 400)
+    assert offered_load(scale_load(tr, 2.0), 4) == pytest.approx(2 * 5230 / 400)
+    with pytest.raises(InputError):
+        filter_durations(tr, 100, 10)
+
+
+def test_prepare_hits_the_target_load(tmp_path):
+    from optsched.sim.experiment import prepare
+    from optsched.sim.workload import offered_load
+
+    rows = "\n".join(f"j{i},{i * 100},{600 + 10 * i},{1 + i % 2}" for i in range(30))
+    p = _write(tmp_path, "n.csv", "job_id,submit_time_s,duration_s,num_gpus\n" + rows)
+    s = prepare(p, cluster="2x4", target_load=0.9, catalogue=CAT, seed=3)
+    assert s.settings["offered_load"] == pytest.approx(0.9)
+    assert len(s.workload) == 30 and s.settings["cluster_summary"].startswith("2 nodes, 8 GPUs")
+    tr = load_normalized(p)
+    assert offered_load(tr, 8) * s.settings["load"] == pytest.approx(0.9)

@@ -19,6 +19,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length", default=None, help="window length (e.g. 1d, 30d; default: to the end)")
     p.add_argument("--max-jobs", type=int, default=None, help="at most this many jobs from the window")
     p.add_argument("--load", type=float, default=1.0, help="arrival-rate multiplier (default 1)")
+    p.add_argument("--target-load", type=float, default=None,
+                   help="scale arrivals so that GPU demand / supply over the window is this (overrides --load)")
+    p.add_argument("--min-duration", default=None, help="drop jobs shorter than this (e.g. 60)")
+    p.add_argument("--max-duration", default=None, help="drop jobs longer than this (e.g. 2d)")
     p.add_argument("--cluster", default="16x8", help="NxG[:TYPE], mix:NAME:N, pai2020[:FRACTION], alibaba2023[:FRACTION]")
     p.add_argument("--cpus", type=int, default=64, help="cores per node for NxG clusters (default 64)")
     p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
@@ -33,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--horizon", default=None, help="stop at this simulated time (unfinished jobs are reported)")
     p.add_argument("--fair", action="store_true", help="Synergy fairness: no job slower than at its demand")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
-    p.add_argument("--mix", default=None, help="model mix passed to the catalogue's sampler")
+    p.add_argument("--mix", default=None, help="model mix, e.g. image=0.6,language=0.4 (default: the catalogue's)")
     p.add_argument("-o", "--out", default="sim-out", help="output directory (default sim-out)")
     p.add_argument("--plot", action="store_true", help="write <out>/runs.png comparing the runs")
     p.add_argument("--check", action="store_true", help="re-check every round's schedule with the independent checker")
@@ -63,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--queue-window", args.queue_window, "must be >= 0")
     setup = prepare(
         args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
-        length=args.length, max_jobs=args.max_jobs, load=args.load, cap_mode=args.cap_mode, seed=args.seed,
-        mix=args.mix, restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
+        length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
+        min_duration=args.min_duration, max_duration=args.max_duration, cap_mode=args.cap_mode, seed=args.seed,
+        mix=_mix(args.mix), restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
     )
     if len(setup.workload) == 0:
         raise InputError("--start/--length", f"{args.start}/{args.length}", "the window holds no jobs")
@@ -91,6 +96,21 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"plot: {plot_runs(runs, out / 'runs.png')}", file=sys.stderr)
     return 0
+
+
+def _mix(text: str | None) -> dict[str, float] | None:
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, eq, w = part.partition("=")
+        try:
+            out[name.strip()] = float(w)
+        except ValueError:
+            raise InputError("--mix", text, "must be NAME=WEIGHT pairs separated by commas") from None
+        if not eq:
+            raise InputError("--mix", text, "must be NAME=WEIGHT pairs separated by commas")
+    return out
 
 
 def _table(runs: dict) -> str:

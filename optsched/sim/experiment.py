@@ -54,6 +54,9 @@ def prepare(
     length: str | float | None = None,
     max_jobs: int | None = None,
     load: float = 1.0,
+    target_load: float | None = None,
+    min_duration: str | float | None = None,
+    max_duration: str | float | None = None,
     cap_mode: str = "clip",
     seed: int = 0,
     mix: Any = None,
@@ -61,22 +64,37 @@ def prepare(
     spread_factor: float = 0.9,
     catalogue: wl.Catalogue | None = None,
 ) -> Setup:
-    """Load, window (``start``/``length`` as durations), scale by ``load``, cap gangs to the
-    largest GPU type's total, and assign models with ``seed``."""
+    """Load, window (``start``/``length`` as durations), keep durations in
+    ``[min_duration, max_duration]``, scale the arrival rate by ``load`` -- or, with
+    ``target_load``, by whatever brings the offered load (GPU-seconds asked over GPU-seconds
+    available across the arrival span, :func:`~optsched.sim.workload.offered_load`) to it --
+    cap gangs to the largest GPU type's total, and assign models with ``seed``."""
     nodes = clusters.parse_cluster(cluster, cpus=cpus, mem_gb=mem_gb) if isinstance(cluster, str) else tuple(cluster)
     trace = wl.load_trace(trace_path, fmt)
     trace = wl.window(trace, parse_duration(start, "start") or 0.0, parse_duration(length, "length"), max_jobs)
-    if load != 1.0:
-        trace = wl.scale_load(trace, load)
+    lo, hi = parse_duration(min_duration, "min_duration"), parse_duration(max_duration, "max_duration")
+    if lo is not None or hi is not None:
+        trace = wl.filter_durations(trace, lo, hi)
     per_type: dict[str, int] = {}
     for nd in nodes:
         per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
     trace = wl.cap_sizes(trace, max(per_type.values()), cap_mode)
+    total_gpus = sum(per_type.values())
+    if target_load is not None:
+        if not target_load > 0:
+            raise InputError("target_load", target_load, "must be > 0")
+        offered = wl.offered_load(trace, total_gpus) if len(trace) > 1 else 0.0
+        if offered <= 0:
+            raise InputError("target_load", target_load, "needs a window with at least two jobs at different times")
+        load = target_load / offered
+    if load != 1.0:
+        trace = wl.scale_load(trace, load)
     work = wl.build_workload(trace, nodes, seed=seed, catalogue=catalogue, mix=mix, restart_s=restart_s, spread_factor=spread_factor)
     settings = {
         "trace": str(trace_path), "format": fmt, "cluster": cluster if isinstance(cluster, str) else "custom",
         "cluster_summary": clusters.summary(nodes), "start": start, "length": length, "max_jobs": max_jobs,
-        "load": load, "cap_mode": cap_mode, "seed": seed, "mix": mix, "restart_s": restart_s,
+        "load": load, "target_load": target_load, "offered_load": wl.offered_load(trace, total_gpus) if len(trace) > 1 else None,
+        "min_duration": min_duration, "max_duration": max_duration, "cap_mode": cap_mode, "seed": seed, "mix": mix, "restart_s": restart_s,
         "spread_factor": spread_factor, "jobs": len(work),
     }
     return Setup(trace=str(trace_path), nodes=nodes, workload=work, settings=settings)

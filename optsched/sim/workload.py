@@ -42,11 +42,13 @@ __all__ = [
     "build_workload",
     "cap_sizes",
     "default_catalogue",
+    "filter_durations",
     "load_alibaba_pods",
     "load_helios",
     "load_normalized",
     "load_philly",
     "load_trace",
+    "offered_load",
     "scale_load",
     "snap",
     "window",
@@ -427,6 +429,30 @@ def scale_load(trace: Trace, factor: float) -> Trace:
         return trace
     t0 = float(trace.submit_s[0])
     return trace.with_columns(submit_s=t0 + (trace.submit_s - t0) / factor)
+
+
+def filter_durations(trace: Trace, min_s: float | None = None, max_s: float | None = None) -> Trace:
+    """Keep jobs with ``min_s <= duration_s <= max_s`` (as Pollux keeps Philly jobs of >= 60 s);
+    the count dropped goes to ``notes["dropped_duration"]``."""
+    keep = np.ones(len(trace), dtype=bool)
+    if min_s is not None:
+        keep &= trace.duration_s >= min_s
+    if max_s is not None:
+        if min_s is not None and max_s < min_s:
+            raise InputError("max_duration", max_s, f"must be >= min_duration {min_s}")
+        keep &= trace.duration_s <= max_s
+    return trace.take(keep, notes={"dropped_duration": int((~keep).sum())})
+
+
+def offered_load(trace: Trace, total_gpus: int, span_s: float | None = None) -> float:
+    """GPU demand over supply: ``sum(gpus x duration) / (span x total_gpus)``, where ``span`` is
+    the arrival span (first to last submit) unless given."""
+    if len(trace) == 0:
+        return 0.0
+    span = span_s if span_s is not None else float(trace.submit_s[-1] - trace.submit_s[0])
+    if span <= 0:
+        raise InputError("span_s", span, "the window's arrivals span no time; give span_s")
+    return float(np.sum(trace.gpus * trace.duration_s)) / (span * total_gpus)
 
 
 def cap_sizes(trace: Trace, max_gpus: int, mode: str = "clip") -> Trace:
