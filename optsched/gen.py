@@ -106,11 +106,32 @@ def _size_mix(job_sizes: Mapping[int, float], max_gpus: int) -> tuple[np.ndarray
     return np.array(sizes), p / p.sum()
 
 
+def _tilt(sizes: np.ndarray, p: np.ndarray, mean: float) -> np.ndarray:
+    """The mix closest to ``p`` (in KL divergence) whose mean gang size is ``mean``: the
+    exponential tilt ``p(s) exp(theta s)``, with ``theta`` found by bisection."""
+    x = sizes.astype(float)
+
+    def tilted(theta: float) -> np.ndarray:
+        w = np.log(np.maximum(p, 1e-300)) + theta * x
+        w = np.exp(w - w.max()) * (p > 0)
+        return w / w.sum()
+
+    lo, hi = -50.0, 50.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if float(tilted(mid) @ x) < mean:
+            lo = mid
+        else:
+            hi = mid
+    return tilted((lo + hi) / 2)
+
+
 def _draw_sizes(rng: np.random.Generator, jobs: int | None, tightness: float | None, capacity: int,
                 sizes: np.ndarray, p: np.ndarray) -> list[int]:
     """Gang sizes: ``jobs`` draws from the mix; with ``tightness``, sizes whose total is
-    ``round(tightness x capacity)`` (draw until reached, or, with ``jobs`` fixed too, move
-    jobs up and down the size ladder until the total is hit)."""
+    ``round(tightness x capacity)``: drawn until reached, or, with ``jobs`` fixed too, drawn from
+    the mix tilted to the mean that the target needs, then moved one rung at a time up or down
+    the size ladder until the total is hit exactly (or as close as the ladder allows)."""
     if tightness is None:
         return [int(s) for s in rng.choice(sizes, size=jobs, p=p)]
     target = max(1, round(tightness * capacity))
@@ -123,22 +144,30 @@ def _draw_sizes(rng: np.random.Generator, jobs: int | None, tightness: float | N
         return out
     if not jobs * sizes[0] <= target <= jobs * sizes[-1]:
         raise InputError("tightness", tightness, f"{jobs} jobs of {sizes.tolist()} GPUs cannot demand {target} GPUs")
-    out = [int(s) for s in rng.choice(sizes, size=jobs, p=p)]
+    out = [int(s) for s in rng.choice(sizes, size=jobs, p=_tilt(sizes, p, target / jobs))]
     ladder = sizes.tolist()
     total = sum(out)
-    while total != target:
-        # move one job one rung up (or down) the ladder, never past the target
-        if total < target:
-            steps = [(i, ladder[ladder.index(s) + 1]) for i, s in enumerate(out)
-                     if s < ladder[-1] and ladder[ladder.index(s) + 1] - s <= target - total]
+    best = (abs(total - target), list(out))
+    for _ in range(8 * jobs + 16):
+        if total == target:
+            break
+        # move one job one rung up (or down) the ladder toward the target, never past it; when no
+        # such move exists, take the smallest move past it and come back with smaller rungs
+        up = total < target
+        moves = [(i, ladder[ladder.index(s) + (1 if up else -1)]) for i, s in enumerate(out)
+                 if (s < ladder[-1] if up else s > ladder[0])]
+        inside = [(i, new) for i, new in moves if abs(new - out[i]) <= abs(target - total)]
+        if inside:
+            i, new = inside[int(rng.integers(len(inside)))]
+        elif moves:
+            i, new = min(moves, key=lambda mv: (abs(mv[1] - out[mv[0]]), mv[0]))
         else:
-            steps = [(i, ladder[ladder.index(s) - 1]) for i, s in enumerate(out)
-                     if s > ladder[0] and s - ladder[ladder.index(s) - 1] <= total - target]
-        if not steps:
-            break  # as close as the ladder allows
-        i, new = steps[int(rng.integers(len(steps)))]
+            break
         total += new - out[i]
         out[i] = new
+        if abs(total - target) < best[0]:
+            best = (abs(total - target), list(out))
+    return best[1]
     return out
 
 

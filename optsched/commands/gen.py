@@ -1,0 +1,138 @@
+"""``optsched gen``: write random, valid round instances (see :mod:`optsched.gen`).
+
+One instance: ``optsched gen --nodes 8 --jobs 32 --seed 1 -o round.json`` (stdout without
+``-o``). Several: ``--count N`` (seeds ``seed+1 .. seed+N``) or a size class
+(``--class small``) written into a directory, one ``<name>.json`` (``--gz``: ``.json.gz``)
+each. Every generator option has a flag; ranges are ``LOW,HIGH`` and mixes ``KEY:SHARE,...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from optsched.errors import InputError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    what = p.add_argument_group("what to generate")
+    what.add_argument("--class", dest="size_class", help="a size class: tiny, small, medium, large or huge")
+    what.add_argument("--nodes", type=int, help="servers")
+    what.add_argument("--jobs", type=int, help="jobs (may be left out when --tightness is given)")
+    what.add_argument("--count", type=int, default=1, help="instances per shape (default 1)")
+    what.add_argument("--seed", type=int, default=0,
+                      help="seed (default 0); with --count or --class, instance k uses seed+k")
+    what.add_argument("--name", help="instance name (one instance only)")
+    cl = p.add_argument_group("cluster")
+    cl.add_argument("--gpu-types", help="GPU types: 'V100' or 'V100,K80' (even split) or 'V100:2,P100:1' (shares)")
+    cl.add_argument("--gpus-per-node", type=int)
+    cl.add_argument("--cpus-per-node", type=int)
+    cl.add_argument("--mem-per-node", type=int, dest="mem_per_node_gb", help="GB per server")
+    cl.add_argument("--rack-size", type=int, help="servers per rack")
+    jb = p.add_argument_group("jobs")
+    jb.add_argument("--job-sizes", help="gang-size mix '1:0.932,2:0.022,...' (default Philly's)")
+    jb.add_argument("--tightness", type=float, help="demanded GPUs / cluster GPUs")
+    jb.add_argument("--mix", help="model mix 'image:0.5,language:0.5' or 'resnet18:1,bert:1' (default catalogue mix)")
+    jb.add_argument("--grid", help="profile grid: full, coarse or minimal")
+    jb.add_argument("--fair", action="store_true", default=None, help="a fair round (no job below its fixed-demand speed)")
+    jb.add_argument("--running-fraction", type=float, help="share of jobs running now, placed at demand")
+    jb.add_argument("--restart-s", help="restart cost of running jobs, seconds: 'S' or 'LOW,HIGH'")
+    jb.add_argument("--spread-factor", help="multi-GPU jobs' spread factor: 'F' or 'LOW,HIGH'")
+    jb.add_argument("--weights", help="job weights (log-uniform): 'W' or 'LOW,HIGH'")
+    jb.add_argument("--restrict-fraction", type=float, help="share of jobs allowed only one GPU type")
+    jb.add_argument("--duration", type=float, dest="duration_s", help="round length in seconds (default 300)")
+    out = p.add_argument_group("output")
+    out.add_argument("-o", "--out", help="a FILE.json / FILE.json.gz (one instance) or a DIRECTORY; stdout if absent")
+    out.add_argument("--gz", action="store_true", help="compress files written into a directory (.json.gz)")
+
+
+def _floats(flag: str, text: str | None) -> float | tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        parts = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise InputError(flag, text, "must be a number or LOW,HIGH") from None
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    raise InputError(flag, text, "must be a number or LOW,HIGH")
+
+
+def _shares(flag: str, text: str | None, key=str) -> dict[Any, float] | None:
+    if text is None:
+        return None
+    out: dict[Any, float] = {}
+    for item in text.split(","):
+        name, sep, share = item.partition(":")
+        try:
+            out[key(name.strip())] = float(share) if sep else 1.0
+        except ValueError:
+            raise InputError(flag, item, "must be NAME:SHARE") from None
+    return out
+
+
+def generator_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line, as :func:`optsched.gen.generate` keywords."""
+    opts: dict[str, Any] = {
+        "gpus_per_node": args.gpus_per_node, "cpus_per_node": args.cpus_per_node,
+        "mem_per_node_gb": args.mem_per_node_gb, "rack_size": args.rack_size, "tightness": args.tightness,
+        "grid": args.grid, "fair": args.fair, "running_fraction": args.running_fraction,
+        "restrict_fraction": args.restrict_fraction, "duration_s": args.duration_s,
+        "restart_s": _floats("--restart-s", args.restart_s),
+        "spread_factor": _floats("--spread-factor", args.spread_factor),
+        "weights": _floats("--weights", args.weights),
+        "gpu_types": _shares("--gpu-types", args.gpu_types),
+        "mix": _shares("--mix", args.mix),
+    }
+    if args.job_sizes is not None:
+        opts["job_sizes"] = _shares("--job-sizes", args.job_sizes, key=int)
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    from optsched.gen import generate, generate_suite
+    from optsched.io import write_json
+
+    opts = generator_options(args)
+    if args.count < 1:
+        raise InputError("--count", args.count, "must be >= 1")
+    if args.size_class:
+        if args.nodes is not None or args.jobs is not None:
+            raise InputError("--class", args.size_class, "give either a size class or --nodes/--jobs, not both")
+        if args.name:
+            raise InputError("--name", args.name, "names come from the size class")
+        instances = generate_suite(args.size_class, args.count, seed=args.seed, **opts)
+    else:
+        if args.nodes is None:
+            raise InputError("--nodes", None, "is required (or give --class)")
+        if args.count == 1:
+            instances = [generate(args.nodes, args.jobs, seed=args.seed, name=args.name, **opts)]
+        else:
+            if args.name:
+                raise InputError("--name", args.name, "names only one instance; leave it out with --count")
+            instances = [generate(args.nodes, args.jobs, seed=args.seed + k, **opts) for k in range(1, args.count + 1)]
+    if args.out is None:
+        if len(instances) != 1:
+            raise InputError("--out", None, f"{len(instances)} instances need a directory (-o DIR)")
+        json.dump(instances[0].to_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    out = Path(args.out)
+    if out.name.endswith((".json", ".json.gz")):
+        if len(instances) != 1:
+            raise InputError("--out", args.out, f"is one file but {len(instances)} instances were generated; give a directory")
+        paths = [out]
+    else:
+        suffix = ".json.gz" if args.gz else ".json"
+        paths = [out / f"{inst.name}{suffix}" for inst in instances]
+    for inst, path in zip(instances, paths, strict=True):
+        write_json(inst.to_dict(), path)
+        demanded = sum(j.gpus for j in inst.jobs)
+        gpus = sum(n.gpus for n in inst.nodes)
+        print(f"{path}  nodes={len(inst.nodes)} jobs={len(inst.jobs)} gpus={demanded}/{gpus}")
+    return 0

@@ -1,0 +1,64 @@
+"""``optsched solve INSTANCE.json``: solve one round and write its schedule JSON.
+
+The schedule (the contract's schedule JSON with the solve's reports: objective, bound, gap,
+status, solver, method, time, stats) goes to stdout, or to ``-o FILE`` (``.json.gz``
+compresses); a one-line summary goes to stderr. Exit status 0, or 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from optsched.errors import InputError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("instance", help="round instance JSON (.json or .json.gz)")
+    p.add_argument("--method", default="auto", help="auto (default), exact, heuristic or learned")
+    p.add_argument("--solver", help="a registered solver by name (see `optsched methods`); overrides the family default")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="SEC", help="wall-clock limit in seconds (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--hint", metavar="SCHEDULE.json", help="a feasible schedule to warm-start solvers that take hints")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="solver option (VALUE parsed as JSON when it can be, else a string); repeatable")
+    p.add_argument("-o", "--out", metavar="SCHEDULE.json", help="write the schedule here instead of stdout")
+
+
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """``["num_workers=2", "log=true"]`` -> ``{"num_workers": 2, "log": True}``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError("--option", item, "must be KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from optsched.io import load_instance, load_schedule, write_json
+    from optsched.solve import solve_round
+
+    instance = load_instance(args.instance)
+    hint = None
+    if args.hint:
+        try:
+            hint = load_schedule(args.hint)
+        except InputError as e:
+            raise e.within("--hint") from None
+    result = solve_round(instance, args.method, solver=args.solver, time_limit=args.time_limit, seed=args.seed,
+                         hint=hint, **parse_options(args.option))
+    doc = result.to_dict()
+    if args.out:
+        write_json(doc, args.out)
+    else:
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    print(result.summary(), file=sys.stderr)
+    return 0
