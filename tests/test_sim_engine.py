@@ -259,3 +259,16 @@ def test_reuse_unchanged_rounds_gives_the_same_result():
     b = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg(reuse_unchanged=False))
     assert np.allclose(a.jobs["finish_s"], b.jobs["finish_s"])
     assert a.info["solver_calls"] < b.info["solver_calls"]
+
+
+def test_offer_window_keeps_running_jobs_and_a_minimum_of_waiting_ones():
+    from optsched.sim.engine import _offer
+
+    active = np.arange(6)
+    w = np.array([0.1, 1.0, 0.9, 0.8, 0.7, 0.6])
+    running = np.array([True, False, False, False, False, False])
+    gpus = np.array([1, 8, 8, 1, 1, 1])
+    # budget 0.5 x 16 GPUs = 8: job 1 (8 GPUs) crosses it; job 0 runs, so it is always offered
+    assert _offer(active, w, running, gpus, 16, 0.5, 0).tolist() == [0, 1]
+    assert _offer(active, w, running, gpus, 16, 0.5, 3).tolist() == [0, 1, 2, 3]
+    assert _offer(active, w, running, gpus, 16, None, 0).tolist() == list(range(6))

@@ -99,6 +99,7 @@ class SimConfig:
     round_s: float = 300.0
     fair: bool = False  #: the rounds' ``round.fair`` (no job slower than at its demand)
     queue_window: float | None = 2.0  #: waiting jobs offered per round, in multiples of cluster GPUs (None: all)
+    queue_min_jobs: int = 32  #: ... but at least this many waiting jobs (when there are)
     horizon_s: float | None = None  #: stop at this simulated time; unfinished jobs are reported
     check: bool = False  #: check every new schedule with the independent checker
     reuse_unchanged: bool = True
@@ -110,6 +111,8 @@ class SimConfig:
             raise InputError("round_s", self.round_s, "must be > 0 seconds")
         if self.queue_window is not None and not self.queue_window > 0:
             raise InputError("queue_window", self.queue_window, "must be > 0 (or None for all)")
+        if isinstance(self.queue_min_jobs, bool) or not isinstance(self.queue_min_jobs, int) or self.queue_min_jobs < 0:
+            raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
 
@@ -217,7 +220,7 @@ def simulate(
             w = np.asarray(policy.weights(state), dtype=np.float64)
             if w.shape != active.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
                 raise InputError("policy.weights", w[:5].tolist(), f"{policy.name} must give one finite weight > 0 per active job")
-            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window)
+            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs)
             w_sel = w[np.searchsorted(active, sel)]
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             solve_s, objective, gap, solved = 0.0, math.nan, math.nan, 0.0
@@ -313,7 +316,7 @@ def simulate(
         "name": cfg.name,
         "policy": policy.name,
         "allocator": getattr(allocator, "name", getattr(allocator, "__name__", type(allocator).__name__)),
-        "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "horizon_s", "reuse_unchanged")},
+        "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
         "jobs": n,
         "arrived": arrived,
         "nodes": len(nodes),
@@ -329,15 +332,18 @@ def simulate(
     return SimResult(name=cfg.name, jobs=jobs_cols, rounds=rounds, info=info)
 
 
-def _offer(active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None) -> np.ndarray:
+def _offer(
+    active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None, min_jobs: int
+) -> np.ndarray:
     """Job indices offered this round: every running job, then waiting ones by weight until their
-    GPUs reach ``window`` x the cluster's GPUs (the one crossing it included). Sorted."""
+    GPUs reach ``window`` x the cluster's GPUs (the one crossing it included) and at least
+    ``min_jobs`` of them (so a few huge jobs at the head cannot hide the whole queue). Sorted."""
     if window is None:
         return active
     waiting = active[~running]
     order = np.lexsort((waiting, -w[~running]))
     cum = np.cumsum(gpus[waiting[order]])
-    k = int(np.searchsorted(cum, window * total_gpus, side="left")) + 1
+    k = max(int(np.searchsorted(cum, window * total_gpus, side="left")) + 1, min_jobs)
     return np.sort(np.concatenate([active[running], waiting[order[:k]]]))
 
 
