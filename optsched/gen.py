@@ -167,7 +167,40 @@ def _draw_sizes(rng: np.random.Generator, jobs: int | None, tightness: float | N
         out[i] = new
         if abs(total - target) < best[0]:
             best = (abs(total - target), list(out))
+    if best[0] and jobs * (target + 1) <= 200_000:
+        return _fewest_changes(best[1], ladder, target)
     return best[1]
+
+
+def _fewest_changes(out: list[int], ladder: list[int], target: int) -> list[int]:
+    """The sizes with total closest to ``target`` that change the fewest jobs of ``out``
+    (dynamic programming over jobs x totals; only for the rare cases single-rung moves miss)."""
+    cap = len(out) * ladder[-1]
+    inf = len(out) + 1
+    cost = [0] + [inf] * cap  # cost[s]: fewest changes so far to reach total s
+    choice: list[list[int]] = []
+    for s_old in out:
+        new_cost = [inf] * (cap + 1)
+        pick = [0] * (cap + 1)
+        for total, c in enumerate(cost):
+            if c >= inf:
+                continue
+            for size in ladder:
+                t = total + size
+                if t <= cap:
+                    cc = c + (size != s_old)
+                    if cc < new_cost[t]:
+                        new_cost[t], pick[t] = cc, size
+        cost = new_cost
+        choice.append(pick)
+    reachable = [t for t in range(cap + 1) if cost[t] < inf]
+    total = min(reachable, key=lambda t: (abs(t - target), cost[t], t))
+    sizes = []
+    for k in range(len(out) - 1, -1, -1):
+        size = choice[k][total]
+        sizes.append(size)
+        total -= size
+    return sizes[::-1]
     return out
 
 
