@@ -136,7 +136,7 @@ def _flat(name: str, family: str, key: str, batch: int, it: float) -> ModelSpec:
     return ModelSpec(name, family, batch, it, synergy_key=key)
 
 
-# Fitted by least squares to Synergy's 1-GPU tables (scripts in docs/catalogue.md); rounded to 3 digits.
+# Fitted by least squares to Synergy's 1-GPU tables (procedure in docs/catalogue.md), rounded to 3 digits.
 _SPECS = (
     _image("resnet18", "res18", 512, 0.64, 2.40, 0.403, 0.826),
     _image("resnet50", "res50", 512, 0.78, 1.15, 0.412, 0.807),
@@ -161,8 +161,8 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({s.name: s for s in _SPECS})
 DEFAULT_MIX: Mapping[str, float] = MappingProxyType({"image": 0.4, "language": 0.3, "audio": 0.2, "other": 0.1})
 
 #: GPU speed relative to a V100 for each model family (Gavel-style heterogeneity, OSDI'20:
-#: newer GPUs help large compute-bound models most, small models little). Approximate figures
-#: from published per-model throughput ratios; documented in docs/catalogue.md.
+#: newer GPUs help large compute-bound models most, small models little). Assumed, rounded
+#: figures, not fitted to measurements; see docs/catalogue.md.
 GPU_SPEEDS: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "image": MappingProxyType({"K80": 0.22, "MISC": 0.22, "M60": 0.3, "P100": 0.58, "T4": 0.45,
                                "V100": 1.0, "V100M32": 1.0, "A100": 2.0, "H100": 3.2}),
