@@ -2,7 +2,7 @@
 
 - :func:`to_mpsolver`: OR-Tools ``pywraplp.Solver`` (SCIP, CBC, GLOP, ...), column ``i`` is ``vars[i]``;
 - :func:`to_pulp`: a ``pulp.LpProblem``; two-sided rows become two rows (PuLP has no ranges);
-- :func:`export_text`: MPS (free format) or CPLEX-LP text, written by MPSolver's exporter;
+- :func:`export_text`: MPS (free format) or CPLEX-LP text at full precision (:mod:`optsched.mip.files`);
 - :func:`solve_lp_sparse`: an LP through OR-Tools' model builder (GLOP behind MPSolver's proto API),
   filled from the sparse matrix in one call: the fast path for big LP relaxations.
 
@@ -75,13 +75,18 @@ def to_pulp(model: LinearModel) -> tuple[Any, list[Any]]:
 
 
 def export_text(model: LinearModel, fmt: str) -> str:
-    """The model as free-format MPS (``fmt="mps"``) or CPLEX LP (``fmt="lp"``) text, via MPSolver's exporter."""
-    if fmt not in ("mps", "lp"):
-        raise ValueError(f"unknown export format {fmt!r}; use 'mps' or 'lp'")
-    solver, _ = to_mpsolver(model, "scip" if model.num_integer else "glop")
+    """The model as free-format MPS (``fmt="mps"``) or CPLEX LP (``fmt="lp"``) text.
+
+    Written by :mod:`optsched.mip.files` at full double precision: MPSolver's own exporter
+    (``ExportModelAsMpsFormat``) rounds coefficients to six significant digits.
+    """
+    from optsched.mip.files import to_lp, to_mps
+
     if fmt == "mps":
-        return solver.ExportModelAsMpsFormat(False, False)
-    return solver.ExportModelAsLpFormat(False)
+        return to_mps(model)
+    if fmt == "lp":
+        return to_lp(model)
+    raise ValueError(f"unknown export format {fmt!r}; use 'mps' or 'lp'")
 
 
 def solve_lp_sparse(model: LinearModel, backend: str = "glop", time_limit: float | None = None) -> tuple[str, float | None]:
