@@ -2,7 +2,8 @@
 
 The schedule (the contract's schedule JSON with the solve's reports: objective, bound, gap,
 status, solver, method, time, stats) goes to stdout, or to ``-o FILE`` (``.json.gz``
-compresses); a one-line summary goes to stderr. Exit status 0, or 2 on bad input.
+compresses); a one-line summary goes to stderr. Exit status 0, 2 on bad input, and 3 when the
+independent checker refuses what a solver returned (a bug in that solver: nothing is written).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from optsched.io import load_instance, load_schedule, write_json
-    from optsched.solve import solve_round
+    from optsched.solve import SolverBug, solve_round
 
     instance = load_instance(args.instance)
     hint = None
@@ -52,8 +53,12 @@ def run(args: argparse.Namespace) -> int:
             hint = load_schedule(args.hint)
         except InputError as e:
             raise e.within("--hint") from None
-    result = solve_round(instance, args.method, solver=args.solver, time_limit=args.time_limit, seed=args.seed,
-                         hint=hint, **parse_options(args.option))
+    try:
+        result = solve_round(instance, args.method, solver=args.solver, time_limit=args.time_limit, seed=args.seed,
+                             hint=hint, **parse_options(args.option))
+    except SolverBug as e:
+        print(f"optsched: solver bug (please report it): {e}", file=sys.stderr)
+        return 3
     doc = result.to_dict()
     if args.out:
         write_json(doc, args.out)
