@@ -201,7 +201,6 @@ def _fewest_changes(out: list[int], ladder: list[int], target: int) -> list[int]
         sizes.append(size)
         total -= size
     return sizes[::-1]
-    return out
 
 
 def place_at_demand(nodes: Sequence[Node], free: dict[str, list[int]], gpus: int, c: int, m: int,
@@ -273,9 +272,10 @@ def generate(
     - ``gpu_types``: types present, split evenly (a list) or by share (a mapping type -> share);
       every server has ``gpus_per_node`` GPUs, ``cpus_per_node`` cores and ``mem_per_node_gb`` GB.
     - ``job_sizes``: gang-size mix (default Philly's); sizes larger than the largest GPU type's
-      total are dropped. ``tightness``: target ratio of demanded GPUs to cluster GPUs (hit
-      exactly up to rounding): with ``jobs=None`` jobs are drawn until it is reached, with
-      ``jobs`` given the gang sizes are moved up or down until it is.
+      total are dropped. ``tightness``: target ratio of demanded GPUs to cluster GPUs, hit
+      exactly (``round(tightness x GPUs)``) whenever the job count and sizes allow: with
+      ``jobs=None`` jobs are drawn until it is reached, with ``jobs`` given the gang sizes are
+      drawn from the mix tilted to the needed mean, then adjusted.
     - ``mix``: catalogue model mix (model or family names -> weights); ``grid``: profile grid.
     - ``running_fraction``: share of jobs that run now; each gets a feasible placement at its
       demand (packed first-fit, fewest nodes) and a ``restart_s`` drawn from the range; jobs that
@@ -305,6 +305,8 @@ def generate(
             raise InputError(field_name, v, "must be a share in [0, 1]")
     if not isinstance(fair, bool):
         raise InputError("fair", fair, "must be true or false")
+    if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not 0 < duration_s < math.inf:
+        raise InputError("duration_s", duration_s, "must be a positive number of seconds")
     restart = _range("restart_s", restart_s, 0.0, duration_s)
     spread = _range("spread_factor", spread_factor, 0.0, 1.0, lo_open=True)
     wts = _range("weights", weights, 0.0, math.inf, lo_open=True)
