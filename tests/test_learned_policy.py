@@ -50,7 +50,7 @@ def test_forward_shapes_and_masks(net: PolicyNet) -> None:
     feats = [featurise(r) for r in rounds]
     batch = collate(feats)
     assert batch.job.shape == (3, 9, JOB_FEATURES)
-    assert batch.node.shape == (3, 5, NODE_FEATURES)
+    assert batch.cls.shape[0] == 3 and batch.cls.shape[2] == NODE_FEATURES and batch.node_class.shape == (3, 5)
     assert batch.point.shape[-1] == POINT_FEATURES
     with torch.no_grad():
         out = net(batch)

@@ -89,14 +89,14 @@ def decode(
     *,
     rng: np.random.Generator | None = None,
     temperature: float = 1.0,
-    top_k: int = 64,
     fixed: dict[int, tuple[dict[int, int], int]] | None = None,
     leftover: bool = True,
 ) -> Schedule:
     """A feasible schedule from the policy's scores (greedy; sampled when ``rng`` is given).
 
-    ``top_k`` bounds the nodes a job examines first (its best-scored ones); only when none of
-    them fits does it scan every node, so large rounds cost about O(jobs x top_k).
+    Each job scans the nodes of its allowed types that still have room for its gang, vectorised
+    over (grid point x node), so a round costs O(jobs x nodes) array work but only O(jobs)
+    Python steps (about a second for 4,000 jobs on 1,024 nodes).
     ``fixed`` pre-places jobs (job index -> ({node index: GPUs}, point index)) before decoding
     the others: the decoder then completes a partial decision (used by warm starts).
     """
@@ -112,27 +112,22 @@ def decode(
     node_logit = scores.node + _gumbel(rng, scores.node.shape, temperature)
     point_logit = scores.point + _gumbel(rng, scores.point.shape, temperature)
     allowed = scores.node > _OPEN
-    k = min(top_k, N)
-    if k < N:
-        cand_top = np.sort(np.argpartition(-node_logit, k - 1, axis=1)[:, :k], axis=1)  # ties: lowest index
-    else:
-        cand_top = np.broadcast_to(np.arange(N), (J, N))
     safe_gpus = np.maximum(feats.node_gpus, 1)
     type_ids = np.unique(feats.node_type)
+    all_nodes = np.arange(N)
     for j in order:
         if j in st.where:
             continue
         g = int(feats.gpus[j])
-        if st.free_g.max(initial=0) <= 0:
-            break
+        open_j = allowed[j] & (st.free_g > 0)
+        if not open_j.any():
+            continue
         pts = np.flatnonzero(point_logit[j] > _OPEN)
         if pts.size == 0:
             continue
         pc, pm = feats.point_c[j, pts] * g, feats.point_m[j, pts] * g
         pl = point_logit[j, pts]
-        choice = _single_node(j, g, cand_top[j], allowed, node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
-        if choice is None and k < N:
-            choice = _single_node(j, g, np.arange(N), allowed, node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
+        choice = _single_node(j, g, all_nodes[open_j], node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
         if choice is not None:
             p, n = choice
             st.place(j, {int(n): g}, int(pts[p]), int(feats.point_c[j, pts[p]]), int(feats.point_m[j, pts[p]]))
@@ -151,7 +146,6 @@ def _single_node(
     j: int,
     g: int,
     cand: np.ndarray,
-    allowed: np.ndarray,
     node_logit: np.ndarray,
     pl: np.ndarray,
     pc: np.ndarray,
@@ -161,7 +155,7 @@ def _single_node(
     safe_gpus: np.ndarray,
 ) -> tuple[int, int] | None:
     """Best (point position, node) with the whole gang on one node, or ``None``."""
-    cand = cand[allowed[j, cand] & (st.free_g[cand] >= g)]
+    cand = cand[st.free_g[cand] >= g]
     if cand.size == 0:
         return None
     ok = (st.free_c[cand][None, :] >= pc[:, None]) & (st.free_m[cand][None, :] >= pm[:, None])
@@ -224,33 +218,57 @@ def _split(
 
 
 def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: _State, passes: int = 3) -> None:
-    """Give leftover cores and memory to placed jobs by marginal gain (grid-point upgrades)."""
-    jobs = list(st.where)
+    """Give leftover cores and memory to placed jobs by marginal gain (grid-point upgrades).
+
+    Each pass finds, for every placed job at once, the best better point its nodes' room allows
+    and its gain in worth; jobs then upgrade in order of gain, each re-checked against the room
+    the earlier upgrades left. Passes repeat while something changes.
+    """
+    if not st.where:
+        return
+    jobs = np.fromiter(st.where.keys(), dtype=np.int64, count=len(st.where))
+    mult = np.array([_multiplier(instance, feats, j, st.where[int(j)]) for j in jobs])
     for _ in range(passes):
-        gains: list[tuple[float, int, int]] = []
-        for j in jobs:
-            best = _best_upgrade(feats, st, j)
-            if best is not None:
-                gains.append((best[0], j, best[1]))
-        if not gains:
+        cap_c = np.empty(jobs.size)
+        cap_m = np.empty(jobs.size)
+        for i, j in enumerate(jobs):
+            nodes = st.where[int(j)]
+            cap_c[i] = min(st.free_c[n] / k for n, k in nodes.items())
+            cap_m[i] = min(st.free_m[n] / k for n, k in nodes.items())
+        p_old = np.array([st.point[int(j)] for j in jobs])
+        val = feats.point_value[jobs]
+        v_old = val[np.arange(jobs.size), p_old]
+        dc = feats.point_c[jobs] - feats.point_c[jobs, p_old][:, None]
+        dm = feats.point_m[jobs] - feats.point_m[jobs, p_old][:, None]
+        ok = feats.point_ok[jobs] & feats.point_mask[jobs] & (val > v_old[:, None] + 1e-12)
+        ok &= (dc <= cap_c[:, None]) & (dm <= cap_m[:, None])
+        gain = np.where(ok, (val - v_old[:, None]) * mult[:, None], 0.0).max(axis=1)
+        todo = np.flatnonzero(gain > 0)
+        if todo.size == 0:
             return
-        changed = False
-        for _gain, j, _p in sorted(gains, key=lambda x: (-x[0], x[1])):
-            best = _best_upgrade(feats, st, j)  # re-check: earlier upgrades used capacity
+        for i in todo[np.argsort(-gain[todo], kind="stable")]:
+            j = int(jobs[i])
+            best = _best_upgrade(feats, st, j)  # re-check: earlier upgrades used room
             if best is None:
                 continue
-            p_new = best[1]
-            nodes = st.where[j]
-            p_old = st.point[j]
-            dc = int(feats.point_c[j, p_new] - feats.point_c[j, p_old])
-            dm = int(feats.point_m[j, p_new] - feats.point_m[j, p_old])
-            for n, k in nodes.items():
-                st.free_c[n] -= dc * k
-                st.free_m[n] -= dm * k
+            p_new, p_prev = best[1], st.point[j]
+            dcj = int(feats.point_c[j, p_new] - feats.point_c[j, p_prev])
+            dmj = int(feats.point_m[j, p_new] - feats.point_m[j, p_prev])
+            for n, k in st.where[j].items():
+                st.free_c[n] -= dcj * k
+                st.free_m[n] -= dmj * k
             st.point[j] = p_new
-            changed = True
-        if not changed:
-            return
+
+
+def _multiplier(instance: Instance, feats: RoundFeatures, j: int, nodes: dict[int, int]) -> float:
+    """What a job's worth is, per unit of ``point_value``, where it is placed."""
+    job = instance.jobs[j]
+    n0 = next(iter(nodes))
+    speed = job.speed(instance.nodes[n0].gpu_type) or 0.0
+    v = speed * job.spread_factor ** (len(nodes) - 1)
+    if job.placement is not None and dict(job.placement) != {instance.nodes[n].id: k for n, k in nodes.items()}:
+        v *= 1.0 - job.restart_s / instance.round.duration_s
+    return v
 
 
 def _best_upgrade(feats: RoundFeatures, st: _State, j: int) -> tuple[float, int] | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,15 @@ class RoundFeatures:
 
     Arrays: ``job`` (J, JOB_FEATURES), ``point`` (J, P, POINT_FEATURES), ``point_mask`` (J, P),
     ``node`` (N, NODE_FEATURES), ``speed`` (J, N) (0 where the type is not allowed),
-    ``placed`` (J, N) (share of the job's GPUs held there now). Raw integers for decoding:
+    ``placed`` (J, N) (share of the job's GPUs held there now).
+
+    Node classes: nodes with identical features (same GPU type, capacities, running share, ...)
+    are interchangeable for the network, so it sees one token per class: ``node_class`` (N,)
+    maps nodes to classes, ``cls`` (K, NODE_FEATURES), ``cls_count`` (K,) and ``cls_speed``
+    (J, K). Attention over class tokens with a ``log(count)`` bias is exactly attention over
+    the nodes, at a cost in classes rather than nodes (a 1,024-node cluster has a few dozen).
+
+    Raw integers for decoding:
     ``point_c``/``point_m`` (J, P) grid values, ``point_value`` (J, P) the job's worth at the point
     on a speed-1 GPU, one node, not moved (``weight * tp / tp_demand``), ``point_ok`` (J, P)
     (on the grid, allowed by fairness and not dominated by another allowed point), ``gpus`` (J,), node capacities ``node_gpus``,
@@ -63,6 +72,14 @@ class RoundFeatures:
     node_cpus: np.ndarray
     node_mem: np.ndarray
     node_type: np.ndarray
+    node_class: np.ndarray
+    cls: np.ndarray
+    cls_count: np.ndarray
+    cls_speed: np.ndarray
+
+    @property
+    def n_classes(self) -> int:
+        return self.cls.shape[0]
 
     @property
     def n_jobs(self) -> int:
@@ -87,6 +104,34 @@ def _undominated(c: np.ndarray, m: np.ndarray, tp: np.ndarray, ok: np.ndarray) -
     return ~dominated
 
 
+def _point_block(
+    prof: Any, demand: tuple[int, int], demand_tp: float, fair: bool, ref_c: float, ref_m: float
+) -> tuple[np.ndarray, ...]:
+    """Grid values, relative throughput, allowed mask and point features of one profile."""
+    c = np.repeat(np.asarray(prof.cpus_per_gpu, dtype=np.int64), len(prof.mem_per_gpu_gb))
+    m = np.tile(np.asarray(prof.mem_per_gpu_gb, dtype=np.int64), len(prof.cpus_per_gpu))
+    tp = np.asarray(prof.throughput, dtype=np.float64).ravel()
+    rel = tp / demand_tp
+    ok = rel >= 1.0 - 1e-12 if fair else np.ones(len(tp), dtype=bool)
+    ok &= _undominated(c, m, tp, ok)
+    dc, dm = demand
+    feat = np.stack(
+        [
+            c / ref_c,
+            m / ref_m,
+            np.log1p(c) - math.log1p(dc),
+            np.log1p(m) - math.log1p(dm),
+            rel,
+            np.log(rel),
+            ok.astype(np.float64),
+            ((c == dc) & (m == dm)).astype(np.float64),
+            rel / np.maximum(c / ref_c + m / ref_m, 1e-3),  # worth per unit of resources
+        ],
+        axis=1,
+    )
+    return c, m, rel, ok, feat
+
+
 def featurise(instance: Instance) -> RoundFeatures:
     """Features of ``instance`` (no padding; see :func:`optsched.learned.policy.collate`)."""
     jobs, nodes = instance.jobs, instance.nodes
@@ -109,9 +154,12 @@ def featurise(instance: Instance) -> RoundFeatures:
     # job x type speeds (0 = not allowed)
     speed_t = np.zeros((J, max(len(types), 1)), dtype=np.float64)
     for i, j in enumerate(jobs):
-        for t, k in type_idx.items():
-            s = j.speed(t)
-            speed_t[i, k] = 0.0 if s is None else s
+        if j.gpu_speed is None:
+            speed_t[i, :] = 1.0
+            continue
+        for t, s in j.gpu_speed.items():
+            if t in type_idx:
+                speed_t[i, type_idx[t]] = s
     speed = speed_t[:, node_type] if N else np.zeros((J, 0))
     placed = np.zeros((J, N), dtype=np.float64)
     for i, j in enumerate(jobs):
@@ -128,34 +176,20 @@ def featurise(instance: Instance) -> RoundFeatures:
     job = np.zeros((J, JOB_FEATURES), dtype=np.float32)
     fair = instance.round.fair
     duration = instance.round.duration_s
+    blocks: dict[tuple[int, tuple[int, int]], tuple[np.ndarray, ...]] = {}  # profiles are often shared
     for i, j in enumerate(jobs):
         prof = j.profile
-        c = np.repeat(np.asarray(prof.cpus_per_gpu, dtype=np.int64), len(prof.mem_per_gpu_gb))
-        m = np.tile(np.asarray(prof.mem_per_gpu_gb, dtype=np.int64), len(prof.cpus_per_gpu))
-        tp = np.asarray(prof.throughput, dtype=np.float64).ravel()
-        rel = tp / j.demand_throughput
-        k = len(tp)
-        ok = rel >= 1.0 - 1e-12 if fair else np.ones(k, dtype=bool)
-        ok &= _undominated(c, m, tp, ok)
-        dc, dm = j.demand
+        key = (id(prof), j.demand)
+        if key not in blocks:
+            blocks[key] = _point_block(prof, j.demand, j.demand_throughput, fair, ref_c, ref_m)
+        c, m, rel, ok, feat = blocks[key]
+        k = len(c)
         point_c[i, :k], point_m[i, :k] = c, m
         point_value[i, :k] = j.weight * rel
         point_ok[i, :k] = ok
         point_mask[i, :k] = True
-        point[i, :k] = np.stack(
-            [
-                c / ref_c,
-                m / ref_m,
-                np.log1p(c) - math.log1p(dc),
-                np.log1p(m) - math.log1p(dm),
-                rel,
-                np.log(rel),
-                ok.astype(np.float64),
-                ((c == dc) & (m == dm)).astype(np.float64),
-                rel / np.maximum(c / ref_c + m / ref_m, 1e-3),  # worth per unit of resources
-            ],
-            axis=1,
-        )
+        point[i, :k] = feat
+        dc, dm = j.demand
         allowed = speed_t[i] > 0
         job[i] = (
             math.log1p(j.gpus),
@@ -202,6 +236,17 @@ def featurise(instance: Instance) -> RoundFeatures:
             ],
             axis=1,
         )
+    if N:
+        keyed = np.concatenate([node_type[:, None].astype(np.float32), node], axis=1)
+        uniq, node_class, counts = np.unique(keyed, axis=0, return_inverse=True, return_counts=True)
+        node_class = node_class.reshape(-1)
+        cls = uniq[:, 1:].astype(np.float32)
+        cls_type = uniq[:, 0].astype(np.int64)
+    else:
+        node_class = np.zeros(0, dtype=np.int64)
+        cls = np.zeros((0, NODE_FEATURES), dtype=np.float32)
+        counts = np.zeros(0, dtype=np.int64)
+        cls_type = np.zeros(0, dtype=np.int64)
     return RoundFeatures(
         job=job,
         point=point,
@@ -218,4 +263,8 @@ def featurise(instance: Instance) -> RoundFeatures:
         node_cpus=node_cpus,
         node_mem=node_mem,
         node_type=node_type,
+        node_class=node_class.astype(np.int64),
+        cls=cls,
+        cls_count=counts.astype(np.int64),
+        cls_speed=speed_t[:, cls_type].astype(np.float32) if J else np.zeros((0, len(cls_type)), np.float32),
     )

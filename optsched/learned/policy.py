@@ -3,6 +3,10 @@
 Each job is an agent; each node a resource agent. Their tokens go through stacked layers of
 job self-attention, node self-attention and job <-> node cross-attention (pre-norm transformer
 blocks, no positional encodings, so the network is permutation-equivariant in jobs and nodes).
+Two exact-or-linear devices keep 4,000 jobs x 1,024 nodes cheap: identical nodes share one
+*class* token whose attention weight is its node count (``log count`` bias: exactly attention
+over the nodes), and job self-attention is induced-set attention (Set Transformer's ISAB: a
+few learned inducing tokens summarise the jobs, and every job reads the summary), linear in jobs.
 Three heads read the final tokens:
 
 - **admit** ``(B, J)``: a logit for "run this round" (also the decoding order: most confident first);
@@ -38,16 +42,24 @@ NEG = -1e9
 
 @dataclass
 class Batch:
-    """Padded tensors of several rounds; masks are ``True`` on real entries."""
+    """Padded tensors of several rounds; masks are ``True`` on real entries.
+
+    Nodes appear twice: as class tokens (``cls``: identical nodes share one token, with its
+    ``cls_logcount`` as attention bias) for the network, and as nodes (``node_class``,
+    ``node_mask``, ``placed``) for the per-node output.
+    """
 
     job: torch.Tensor  # (B, J, JOB_FEATURES)
     job_mask: torch.Tensor  # (B, J)
     point: torch.Tensor  # (B, J, P, POINT_FEATURES)
     point_mask: torch.Tensor  # (B, J, P)
-    point_ok: torch.Tensor  # (B, J, P) allowed points (fairness)
-    node: torch.Tensor  # (B, N, NODE_FEATURES)
+    point_ok: torch.Tensor  # (B, J, P) allowed points (fairness, dominance)
+    cls: torch.Tensor  # (B, K, NODE_FEATURES)
+    cls_mask: torch.Tensor  # (B, K)
+    cls_logcount: torch.Tensor  # (B, K)
+    cls_speed: torch.Tensor  # (B, J, K)
+    node_class: torch.Tensor  # (B, N) long
     node_mask: torch.Tensor  # (B, N)
-    speed: torch.Tensor  # (B, J, N)
     placed: torch.Tensor  # (B, J, N)
 
     def to(self, device: torch.device | str) -> Batch:
@@ -55,33 +67,43 @@ class Batch:
 
 
 def collate(feats: list[RoundFeatures], device: torch.device | str = "cpu") -> Batch:
-    """Pad rounds to the largest job, node and grid-point counts of the list."""
+    """Pad rounds to the largest job, class, node and grid-point counts of the list."""
     B = len(feats)
     J = max(max(f.n_jobs for f in feats), 1)
     N = max(max(f.n_nodes for f in feats), 1)
+    K = max(max(f.n_classes for f in feats), 1)
     P = max(max(f.point.shape[1] for f in feats), 1)
     job = np.zeros((B, J, JOB_FEATURES), np.float32)
     job_mask = np.zeros((B, J), bool)
     point = np.zeros((B, J, P, POINT_FEATURES), np.float32)
     point_mask = np.zeros((B, J, P), bool)
     point_ok = np.zeros((B, J, P), bool)
-    node = np.zeros((B, N, NODE_FEATURES), np.float32)
+    cls = np.zeros((B, K, NODE_FEATURES), np.float32)
+    cls_mask = np.zeros((B, K), bool)
+    cls_logcount = np.zeros((B, K), np.float32)
+    cls_speed = np.zeros((B, J, K), np.float32)
+    node_class = np.zeros((B, N), np.int64)
     node_mask = np.zeros((B, N), bool)
-    speed = np.zeros((B, J, N), np.float32)
     placed = np.zeros((B, J, N), np.float32)
     for b, f in enumerate(feats):
-        nj, nn_, npt = f.n_jobs, f.n_nodes, f.point.shape[1]
+        nj, nn_, nk, npt = f.n_jobs, f.n_nodes, f.n_classes, f.point.shape[1]
         job[b, :nj] = f.job
         job_mask[b, :nj] = True
         point[b, :nj, :npt] = f.point
         point_mask[b, :nj, :npt] = f.point_mask
         point_ok[b, :nj, :npt] = f.point_ok & f.point_mask
-        node[b, :nn_] = f.node
+        cls[b, :nk] = f.cls
+        cls_mask[b, :nk] = True
+        cls_logcount[b, :nk] = np.log(f.cls_count)
+        cls_speed[b, :nj, :nk] = f.cls_speed
+        node_class[b, :nn_] = f.node_class
         node_mask[b, :nn_] = True
-        speed[b, :nj, :nn_] = f.speed
         placed[b, :nj, :nn_] = f.placed
     t = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-    return Batch(t(job), t(job_mask), t(point), t(point_mask), t(point_ok), t(node), t(node_mask), t(speed), t(placed))
+    return Batch(
+        t(job), t(job_mask), t(point), t(point_mask), t(point_ok), t(cls), t(cls_mask), t(cls_logcount),
+        t(cls_speed), t(node_class), t(node_mask), t(placed),
+    )
 
 
 @dataclass
@@ -106,8 +128,8 @@ class _Block(nn.Module):
         self.norm_ff = nn.LayerNorm(d)
         self.ff = nn.Sequential(nn.Linear(d, ff * d), nn.ReLU(), nn.Linear(ff * d, d))
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """``bias`` is an additive attention bias broadcastable to ``(B, heads, Lq, Lk)``."""
+    def forward(self, x: torch.Tensor, y: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """``bias`` is an additive attention bias broadcastable to ``(B, heads, Lq, Lk)``, or None."""
         B, Lq, d = x.shape
         Lk = y.shape[1]
         h = self.heads
@@ -121,21 +143,27 @@ class _Block(nn.Module):
 class PolicyNet(nn.Module):
     """Jobs x nodes attention policy (see the module docstring). ``config`` rebuilds it."""
 
-    def __init__(self, d_model: int = 64, heads: int = 4, layers: int = 2, ff: int = 2, d_point: int = 32) -> None:
+    def __init__(
+        self, d_model: int = 64, heads: int = 4, layers: int = 2, ff: int = 2, d_point: int = 32, inducing: int = 16
+    ) -> None:
         super().__init__()
         if d_model % heads:
             raise ValueError(f"d_model={d_model} must be a multiple of heads={heads}")
-        self.config: dict[str, Any] = dict(d_model=d_model, heads=heads, layers=layers, ff=ff, d_point=d_point)
+        self.config: dict[str, Any] = dict(
+            d_model=d_model, heads=heads, layers=layers, ff=ff, d_point=d_point, inducing=inducing
+        )
         d = d_model
         self.point_enc = nn.Sequential(nn.Linear(POINT_FEATURES, d_point), nn.ReLU(), nn.Linear(d_point, d_point))
         self.job_in = nn.Sequential(nn.Linear(JOB_FEATURES + 2 * d_point, d), nn.ReLU(), nn.Linear(d, d))
         self.node_in = nn.Sequential(nn.Linear(NODE_FEATURES, d), nn.ReLU(), nn.Linear(d, d))
+        self.inducing = nn.Parameter(torch.randn(1, inducing, d) / math.sqrt(d))
+        self.job_pool = nn.ModuleList(_Block(d, heads, ff) for _ in range(layers))
         self.job_self = nn.ModuleList(_Block(d, heads, ff) for _ in range(layers))
         self.node_self = nn.ModuleList(_Block(d, heads, ff) for _ in range(layers))
         self.job_cross = nn.ModuleList(_Block(d, heads, ff) for _ in range(layers))
         self.node_cross = nn.ModuleList(_Block(d, heads, ff) for _ in range(layers))
-        # pair features as attention biases in the cross blocks: speed, placed (one weight each per layer)
-        self.pair_bias = nn.Parameter(torch.zeros(layers, 2))
+        # the job's speed on a class's GPU type as an attention bias in the cross blocks (per layer)
+        self.pair_bias = nn.Parameter(torch.zeros(layers))
         self.final = nn.LayerNorm(d)
         self.admit = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 1))
         self.node_q = nn.Linear(d, d)
@@ -146,43 +174,51 @@ class PolicyNet(nn.Module):
         self.point_b = nn.Linear(d_point, 1)
 
     def forward(self, batch: Batch) -> PolicyOutput:
-        jm, nm, pm = batch.job_mask, batch.node_mask, batch.point_mask
+        jm, km, pm = batch.job_mask, batch.cls_mask, batch.point_mask
         B, J, P, _ = batch.point.shape
-        N = batch.node.shape[1]
+        N = batch.node_class.shape[1]
         pe = self.point_enc(batch.point)  # (B, J, P, dp)
         pmf = pm.unsqueeze(-1).to(pe.dtype)
         mean = (pe * pmf).sum(2) / pmf.sum(2).clamp(min=1.0)
         mx = pe.masked_fill(~pm.unsqueeze(-1), NEG).amax(2).masked_fill(~pm.any(2, keepdim=True), 0.0)
         hj = self.job_in(torch.cat([batch.job, mean, mx], dim=-1))
-        hn = self.node_in(batch.node)
+        hk = self.node_in(batch.cls)
 
-        zero = torch.zeros((), dtype=hj.dtype, device=hj.device)
         neg = torch.full((), NEG, dtype=hj.dtype, device=hj.device)
-        jj = torch.where(jm[:, None, None, :], zero, neg)  # (B, 1, 1, J) key mask over jobs
-        nn_ = torch.where(nm[:, None, None, :], zero, neg)  # (B, 1, 1, N)
-        allowed = (batch.speed > 0) & nm[:, None, :] & jm[:, :, None]  # (B, J, N)
-        # a job allowed nowhere attends to every real node rather than to nothing
-        cross_mask = torch.where(allowed.any(-1, keepdim=True), allowed, nm[:, None, :] & jm[:, :, None])
-        jn = torch.where(cross_mask, zero, neg)[:, None]  # (B, 1, J, N)
-        nj = jn.transpose(2, 3)  # (B, 1, N, J); nodes attend to the jobs allowed on them
-        nj = torch.where((nj > NEG / 2).any(-1, keepdim=True), nj, jj.expand(B, 1, N, J))
+        zero = torch.zeros((), dtype=hj.dtype, device=hj.device)
+        jj = torch.where(jm, zero, neg)[:, None, None, :]  # (B, 1, 1, J) key mask over jobs
+        logc = torch.where(km, batch.cls_logcount, neg)  # (B, K): a class weighs as its nodes
+        kk = logc[:, None, None, :]  # (B, 1, 1, K)
+        allowed = (batch.cls_speed > 0) & km[:, None, :] & jm[:, :, None]  # (B, J, K)
+        # a job allowed nowhere attends to every real class, a class no job may use to every job
+        jk_ok = torch.where(allowed.any(-1, keepdim=True), allowed, km[:, None, :] & jm[:, :, None])
+        kj_ok = allowed.transpose(1, 2)
+        kj_ok = torch.where(kj_ok.any(-1, keepdim=True), kj_ok, jm[:, None, :] & km[:, :, None])
+        jk = torch.where(jk_ok, logc[:, None, :], neg)[:, None]  # (B, 1, J, K)
+        kj = torch.where(kj_ok, zero, neg)[:, None]  # (B, 1, K, J)
+        speed_t = batch.cls_speed.transpose(1, 2)[:, None]
+        inducing = self.inducing.expand(B, -1, -1)
         for i in range(len(self.job_self)):
             w = self.pair_bias[i]
-            pair = (w[0] * batch.speed + w[1] * batch.placed)[:, None]
-            hj = self.job_self[i](hj, hj, jj)
-            hn = self.node_self[i](hn, hn, nn_)
-            hj_new = self.job_cross[i](hj, hn, jn + pair)
-            hn = self.node_cross[i](hn, hj, nj + pair.transpose(2, 3))
+            summary = self.job_pool[i](inducing, hj, jj)  # induced-set attention: O(J x m)
+            hj = self.job_self[i](hj, summary, None)
+            hk = self.node_self[i](hk, hk, kk)
+            hj_new = self.job_cross[i](hj, hk, jk + w * batch.cls_speed[:, None])
+            hk = self.node_cross[i](hk, hj, kj + w * speed_t)
             hj = hj_new
         hj = self.final(hj)
-        hn = self.node_final(hn)
+        hk = self.node_final(hk)
 
         admit = self.admit(hj).squeeze(-1)
         coef = self.coef(hj)
         d = hj.shape[-1]
-        node = torch.einsum("bjd,bnd->bjn", self.node_q(hj), self.node_k(hn)) / math.sqrt(d)
-        node = node + coef[..., 0:1] * batch.speed + coef[..., 1:2] * batch.placed
-        node = node.masked_fill(~allowed, NEG)
+        per_class = torch.einsum("bjd,bkd->bjk", self.node_q(hj), self.node_k(hk)) / math.sqrt(d)
+        per_class = per_class + coef[..., 0:1] * batch.cls_speed
+        per_class = per_class.masked_fill(~allowed, NEG)
+        idx = batch.node_class[:, None, :].expand(B, J, N)
+        node = per_class.gather(2, idx) + coef[..., 1:2] * batch.placed
+        node_ok = allowed.gather(2, idx) & batch.node_mask[:, None, :]
+        node = node.masked_fill(~node_ok, NEG)
         point = torch.einsum("bjd,bjpd->bjp", self.point_q(hj), pe) + self.point_b(pe).squeeze(-1)
         point = point.masked_fill(~(batch.point_ok & jm[..., None]), NEG)
         return PolicyOutput(admit=admit, node=node, point=point, fit=coef[..., 2])

@@ -51,34 +51,31 @@ def load_policy(weights: str | Path | None = None) -> PolicyNet:
 
 
 def policy_schedule(
-    net: PolicyNet, instance: Instance, *, seed: int | None = None, top_k: int = 64, temperature: float = 1.0
+    net: PolicyNet, instance: Instance, *, seed: int | None = None, temperature: float = 1.0
 ) -> Schedule:
     """The policy's greedy (``seed=None``) or sampled schedule for one round."""
     feats = featurise(instance)
     with torch.inference_mode():
         out = net(collate([feats]))
     rng = None if seed is None else np.random.default_rng(seed)
-    return decode(instance, feats, scores_of(out, 0, feats), rng=rng, temperature=temperature, top_k=top_k)
+    return decode(instance, feats, scores_of(out, 0, feats), rng=rng, temperature=temperature)
 
 
 class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
-    decodes within the time limit, default 0), ``temperature`` (default 1.0), ``top_k`` (nodes a
-    job examines first, default 64). A feasible ``hint`` is kept when it is worth more."""
+    decodes within the time limit, default 0), ``temperature`` (default 1.0). A feasible ``hint``
+    is kept when it is worth more."""
 
     def solve(
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
     ) -> Result:
         start = time.perf_counter()
-        unknown = set(options) - {"weights", "samples", "temperature", "top_k"}
+        unknown = set(options) - {"weights", "samples", "temperature"}
         if unknown:
-            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, top_k")
+            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature")
         samples = options.get("samples", 0)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise InputError("samples", samples, "must be a non-negative integer")
-        top_k = options.get("top_k", 64)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise InputError("top_k", top_k, "must be a positive integer")
         temperature = float(options.get("temperature", 1.0))
         if not temperature > 0:
             raise InputError("temperature", temperature, "must be > 0")
@@ -89,7 +86,7 @@ class LearnedSolver:
             out = net(collate([feats]))
         scores = scores_of(out, 0, feats)
         t1 = time.perf_counter()
-        best = decode(instance, feats, scores, top_k=top_k)
+        best = decode(instance, feats, scores)
         best_val = greedy_val = schedule_value(instance, best)
         t2 = time.perf_counter()
         rng = np.random.default_rng(seed)
@@ -98,7 +95,7 @@ class LearnedSolver:
         for _ in range(samples):
             if time.perf_counter() - start + per > time_limit:
                 break
-            s = decode(instance, feats, scores, rng=rng, temperature=temperature, top_k=top_k)
+            s = decode(instance, feats, scores, rng=rng, temperature=temperature)
             v = schedule_value(instance, s)
             done += 1
             if v > best_val + 1e-12:
