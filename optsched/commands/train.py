@@ -46,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-threads", type=int, default=1, help="CP-SAT workers per labelling process (1: deterministic)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--ship", help="copy the best checkpoint here at the end (e.g. learned/maifs-small.pt)")
     p.add_argument("--no-progress", action="store_true")
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         epochs=args.epochs, dagger_iters=args.dagger_iters, dagger_rounds=args.dagger_rounds, dagger_epochs=args.dagger_epochs,
         batch_size=args.batch_size, lr=args.lr, d_model=args.d_model, heads=args.heads, layers=args.layers,
         label_time_limit=args.label_time_limit, label_workers=args.label_workers, label_threads=args.label_threads,
-        seed=args.seed, device=args.device, progress=not args.no_progress,
+        seed=args.seed, device=args.device, threads=args.threads, progress=not args.no_progress,
     )
     summary = run_training(cfg)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=1))

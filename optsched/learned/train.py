@@ -64,12 +64,15 @@ class TrainConfig:
     label_threads: int = 1
     seed: int = 0
     device: str = "cpu"
+    #: torch CPU threads (1 by default: tiny batches gain nothing from more, and OpenMP threads
+    #: that busy-wait on a shared machine slow training by an order of magnitude)
+    threads: int = 1
     progress: bool = True
     #: ``"module:function"`` called as ``f(nodes, jobs, seed=...) -> Instance``
     generator: str = "optsched.learned.train:training_round"
 
     def validate(self) -> None:
-        for name in ("train_rounds", "val_rounds", "epochs", "batch_size", "d_model", "heads", "layers", "label_workers", "label_threads"):
+        for name in ("train_rounds", "val_rounds", "epochs", "batch_size", "d_model", "heads", "layers", "label_workers", "label_threads", "threads"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise InputError(name, v, "must be a positive integer")
@@ -264,6 +267,7 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
     rng = np.random.default_rng(cfg.seed)
     base = 1_000_000 * (cfg.seed + 1)
     t_start = time.perf_counter()

@@ -1,0 +1,122 @@
+"""The ``maifs`` solve method: shipped weights, solve_round integration, options, warm starts, validate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from test_learned_policy import random_round
+
+from optsched import InputError, Schedule, Status, check_schedule, save_instance, solve_round
+from optsched.learned.policy import PolicyNet
+from optsched.learned.solver import DEFAULT_WEIGHTS, LearnedSolver, load_policy
+from optsched.values import schedule_value
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_weights(tmp_path_factory) -> Path:
+    torch.manual_seed(0)
+    p = tmp_path_factory.mktemp("w") / "tiny.pt"
+    torch.save(PolicyNet(d_model=16, heads=2, layers=1, d_point=8).checkpoint(note="test"), p)
+    return p
+
+
+def test_shipped_weights_load_and_have_a_model_card() -> None:
+    """learned/maifs-small.pt loads as a policy, and its model card sits beside it."""
+    assert DEFAULT_WEIGHTS.is_file()
+    net = load_policy()
+    assert isinstance(net, PolicyNet) and not net.training
+    assert load_policy() is net  # cached
+    assert DEFAULT_WEIGHTS.with_suffix(".md").is_file()
+    assert sum(p.numel() for p in net.parameters()) * 4 < 5_000_000  # a few MB at most
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_solve_round_learned_is_feasible(seed: int) -> None:
+    """``method="learned"`` uses the shipped weights; solve_round's checker accepts the result."""
+    inst = random_round(seed, 4, 12, fair=seed % 2 == 1)
+    res = solve_round(inst, method="learned", time_limit=5.0, seed=seed)
+    assert res.status is Status.FEASIBLE and res.bound is None and res.solver == "maifs"
+    assert check_schedule(inst, res.schedule).feasible
+    assert res.objective == pytest.approx(schedule_value(inst, res.schedule))
+
+
+def test_sampling_never_worse_and_deterministic(tiny_weights: Path) -> None:
+    inst = random_round(9, 4, 14)
+    greedy = LearnedSolver().solve(inst, time_limit=5.0, seed=0, weights=str(tiny_weights))
+    a = LearnedSolver().solve(inst, time_limit=5.0, seed=3, weights=str(tiny_weights), samples=8)
+    b = LearnedSolver().solve(inst, time_limit=5.0, seed=3, weights=str(tiny_weights), samples=8)
+    assert a.objective >= greedy.objective - 1e-9
+    assert a.schedule == b.schedule
+    assert a.stats["samples"] == 8
+
+
+def test_better_hint_is_kept(tiny_weights: Path) -> None:
+    inst = random_round(4, 3, 8)
+    ref = solve_round(inst, solver="cpsat", time_limit=5.0, seed=0, num_workers=1)
+    res = solve_round(inst, solver="maifs", time_limit=5.0, seed=0, hint=ref.schedule, weights=str(tiny_weights))
+    assert res.objective >= ref.objective - 1e-9
+
+
+def test_bad_options_and_weights_are_refused(tiny_weights: Path, tmp_path: Path) -> None:
+    inst = random_round(1, 2, 3)
+    with pytest.raises(InputError, match="unknown option"):
+        LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(tiny_weights), beam=3)
+    with pytest.raises(InputError, match="samples"):
+        LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(tiny_weights), samples=-1)
+    with pytest.raises(InputError, match="no such file"):
+        LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(tmp_path / "missing.pt"))
+    bad = tmp_path / "bad.pt"
+    torch.save({"format": "other"}, bad)
+    with pytest.raises(InputError, match="not a usable"):
+        LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(bad))
+
+
+def test_warm_start_and_diving(tiny_weights: Path) -> None:
+    """The policy schedule is a valid CP-SAT hint; diving returns a feasible joined schedule."""
+    from optsched.learned.warmstart import dive_solve, policy_hint, warm_solve
+
+    inst = random_round(6, 3, 9)
+    hint = policy_hint(inst, weights=tiny_weights)
+    assert check_schedule(inst, hint).feasible
+    warm = warm_solve(inst, time_limit=5.0, weights=tiny_weights, num_workers=1)
+    assert check_schedule(inst, warm.schedule).feasible
+    assert warm.objective >= schedule_value(inst, hint) - 1e-9 and warm.bound is not None
+    dive = dive_solve(inst, time_limit=5.0, share=0.5, weights=tiny_weights, num_workers=1)
+    assert check_schedule(inst, dive.schedule).feasible and dive.bound is None
+    assert dive.objective >= schedule_value(inst, hint) - 1e-9
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optsched", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_validate_verb(tmp_path: Path) -> None:
+    """`optsched validate`: a feasible decision exits 0 with its gap and diff; an infeasible one
+    exits 1 naming the violation; directories give a summary table."""
+    inst = random_round(2, 2, 5)
+    (tmp_path / "i").mkdir()
+    (tmp_path / "d").mkdir()
+    save_instance(inst, tmp_path / "i" / "r.json")
+    empty = Schedule.empty(inst.name).to_dict()
+    (tmp_path / "d" / "r.json").write_text(json.dumps(empty))
+    p = _cli("validate", str(tmp_path / "i" / "r.json"), str(tmp_path / "d" / "r.json"), "--time-limit", "5", "--json", "--loglik")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["feasible"] and rep["objective"] == 0.0
+    assert rep["reference"]["status"] == "optimal" and rep["gap_to_reference"] == pytest.approx(1.0)
+    assert rep["diff_counts"].get("left_out", 0) == len(rep["diff"]) > 0
+    assert rep["loglik"]["node"] == 0.0
+    bad = dict(empty, jobs={inst.jobs[0].id: {"nodes": {"nowhere": 1}, "cpus_per_gpu": 1, "mem_per_gpu_gb": 1}})
+    (tmp_path / "d" / "r.json").write_text(json.dumps(bad))
+    p = _cli("validate", str(tmp_path / "i"), str(tmp_path / "d"), "--time-limit", "5")
+    assert p.returncode == 1
+    assert "nowhere" in p.stdout and "1 decisions, 0 feasible" in p.stdout
+    p = _cli("validate", str(tmp_path / "i" / "r.json"), str(tmp_path / "missing.json"))
+    assert p.returncode == 2 and "decision" in p.stderr
