@@ -204,9 +204,10 @@ def run(args: argparse.Namespace) -> int:
 
     get_method(args.solver)
     pairs = _pairs(args.instance, args.decision)
+    batch = Path(args.instance).is_dir()
     reports = []
     iterator: Any = pairs
-    if len(pairs) > 1:
+    if batch:
         from tqdm import tqdm
 
         iterator = tqdm(pairs, desc="validating", unit="round", file=sys.stderr)
@@ -216,13 +217,14 @@ def run(args: argparse.Namespace) -> int:
                                 loglik=args.loglik, weights=args.weights)
         rep["instance_file"], rep["decision_file"] = str(ip), str(dp)
         reports.append(rep)
+    out = reports if batch else reports[0]
     if args.out:
-        write_json(reports if len(reports) > 1 else reports[0], args.out)
+        write_json(out, args.out)
     if args.json:
-        print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1))
+        print(json.dumps(out, indent=1))
     else:
         for r in reports:
             print(_text(r))
-        if len(reports) > 1:
+        if batch:
             print(_table(reports))
     return 0 if all(r["feasible"] for r in reports) else 1

@@ -5,7 +5,8 @@
 2. **Labels**: exact CP-SAT solutions, canonical under node symmetry, solved in a process pool
    and cached on disk (:mod:`optsched.learned.labels`), so an interrupted run resumes.
 3. **Behaviour cloning**: maximise the Evaluate-mode log-likelihood
-   (:func:`optsched.learned.decode.log_likelihood`) of the labels, per job, with Adam.
+   (:func:`optsched.learned.decode.log_likelihood`) of the labels, per job, with Adam and a cosine
+   learning-rate schedule over all epochs (cloning and DAgger).
 4. **DAgger**: roll the learner out on training rounds, stop it part-way (a random share of
    its placements), and label the *residual* round it reached with the exact solver; the new
    states join the data set, and cloning continues on the aggregate.
@@ -283,6 +284,8 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     examples = make_examples(train_labels)
     net = PolicyNet(d_model=cfg.d_model, heads=cfg.heads, layers=cfg.layers).to(cfg.device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    total_epochs = cfg.epochs + cfg.dagger_iters * cfg.dagger_epochs
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_epochs, eta_min=cfg.lr / 20)
     log: list[dict[str, Any]] = []
     best = (math.inf, -1)
     log_path = out / "log.jsonl"
@@ -295,11 +298,12 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
             epoch += 1
             t0 = time.perf_counter()
             loss = train_epoch(net, opt, examples, batch_size=cfg.batch_size, rng=rng, device=cfg.device, progress=cfg.progress, desc=f"{phase} epoch {epoch}")
+            sched.step()
             gaps = validation_gaps(net, val_labels, cfg.device)
             row = {
                 "epoch": epoch, "phase": phase, "first_of_phase": i == 0, "loss": loss, "examples": len(examples),
                 "val_gap_mean": float(np.mean(gaps)), "val_gap_median": float(np.median(gaps)),
-                "val_gap_p90": float(np.quantile(gaps, 0.9)), "epoch_s": time.perf_counter() - t0,
+                "val_gap_p90": float(np.quantile(gaps, 0.9)), "epoch_s": time.perf_counter() - t0, "lr": opt.param_groups[0]["lr"],
             }
             log.append(row)
             with log_path.open("a") as f:
