@@ -120,3 +120,11 @@ def test_validate_verb(tmp_path: Path) -> None:
     assert "nowhere" in p.stdout and "1 decisions, 0 feasible" in p.stdout
     p = _cli("validate", str(tmp_path / "i" / "r.json"), str(tmp_path / "missing.json"))
     assert p.returncode == 2 and "decision" in p.stderr
+
+
+def test_tiny_time_limit_still_returns_a_feasible_schedule(tiny_weights: Path) -> None:
+    """Past its deadline the decoder stops placing jobs; the partial schedule is feasible."""
+    inst = random_round(12, 6, 30)
+    res = LearnedSolver().solve(inst, time_limit=1e-4, seed=0, weights=str(tiny_weights))
+    assert check_schedule(inst, res.schedule).feasible
+    assert res.stats["greedy_cut_by_deadline"] and len(res.schedule) < len(inst.jobs)

@@ -22,6 +22,7 @@ differentiable (behaviour cloning maximises it) and scores any external decision
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,7 @@ class _State:
         self.free_m = feats.node_mem.copy()
         self.where: dict[int, dict[int, int]] = {}  # job -> node -> GPUs
         self.point: dict[int, int] = {}  # job -> point index
+        self.timed_out = False
 
     def place(self, j: int, nodes: dict[int, int], p: int, c: int, m: int) -> None:
         for n, k in nodes.items():
@@ -91,6 +93,7 @@ def decode(
     temperature: float = 1.0,
     fixed: dict[int, tuple[dict[int, int], int]] | None = None,
     leftover: bool = True,
+    deadline: float | None = None,
 ) -> Schedule:
     """A feasible schedule from the policy's scores (greedy; sampled when ``rng`` is given).
 
@@ -99,6 +102,8 @@ def decode(
     Python steps (about a second for 4,000 jobs on 1,024 nodes).
     ``fixed`` pre-places jobs (job index -> ({node index: GPUs}, point index)) before decoding
     the others: the decoder then completes a partial decision (used by warm starts).
+    ``deadline`` (a :func:`time.perf_counter` value): past it, no further job is placed and the
+    leftover pass is skipped; the partial schedule is still feasible.
     """
     J, N = feats.n_jobs, feats.n_nodes
     st = _State(feats)
@@ -115,7 +120,10 @@ def decode(
     safe_gpus = np.maximum(feats.node_gpus, 1)
     type_ids = np.unique(feats.node_type)
     all_nodes = np.arange(N)
-    for j in order:
+    for step, j in enumerate(order):
+        if deadline is not None and step % 64 == 0 and time.perf_counter() > deadline:
+            st.timed_out = True
+            break
         if j in st.where:
             continue
         g = int(feats.gpus[j])
@@ -137,7 +145,7 @@ def decode(
             if split is not None:
                 nodes, p = split
                 st.place(j, nodes, int(p), int(feats.point_c[j, p]), int(feats.point_m[j, p]))
-    if leftover:
+    if leftover and not st.timed_out:
         redistribute_leftover(instance, feats, st)
     return _schedule(instance, feats, st)
 

@@ -86,16 +86,18 @@ class LearnedSolver:
             out = net(collate([feats]))
         scores = scores_of(out, 0, feats)
         t1 = time.perf_counter()
-        best = decode(instance, feats, scores)
+        # keep a margin for building the Result; past the deadline the decoder stops placing jobs
+        deadline = start + max(0.0, 0.95 * time_limit - 0.02)
+        best = decode(instance, feats, scores, deadline=deadline)
         best_val = greedy_val = schedule_value(instance, best)
         t2 = time.perf_counter()
         rng = np.random.default_rng(seed)
         done = 0
         per = t2 - t1
         for _ in range(samples):
-            if time.perf_counter() - start + per > time_limit:
+            if time.perf_counter() + per > deadline:
                 break
-            s = decode(instance, feats, scores, rng=rng, temperature=temperature)
+            s = decode(instance, feats, scores, rng=rng, temperature=temperature, deadline=deadline)
             v = schedule_value(instance, s)
             done += 1
             if v > best_val + 1e-12:
@@ -106,6 +108,7 @@ class LearnedSolver:
             if hv > best_val + 1e-12:
                 best, best_val, source = hint, hv, "hint"
         stats = {
+            "greedy_cut_by_deadline": t2 > deadline,
             "featurise_forward_s": t1 - t0,
             "decode_s": t2 - t1,
             "samples": done,
