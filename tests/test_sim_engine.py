@@ -50,7 +50,13 @@ def test_hand_computed_fifo_trace():
     assert s["avg_queueing_delay_s"] == pytest.approx((0 + 0 + 250) / 3)
     assert s["gpu_util"] == pytest.approx(0.75)  # 1, .5, .5 (a idle-holding after 250), 1
     assert s["preemptions"] == 0 and s["moves"] == 0
-    assert res.rounds["t_s"].tolist() == [0.0, 100.0, 200.0, 300.0]
+    # nothing changes at 200 (a still runs, c still cannot fit): one block of two rounds
+    assert res.rounds["t_s"].tolist() == [0.0, 100.0, 300.0]
+    assert res.rounds["span_s"].tolist() == [100.0, 200.0, 100.0]
+    assert s["rounds"] == 4 and s["steps"] == 3
+    step = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg(reuse_unchanged=False))
+    assert step.rounds["t_s"].tolist() == [0.0, 100.0, 200.0, 300.0]
+    assert step.summary()["gpu_util"] == pytest.approx(0.75)
 
 
 def test_fungible_allocation_speeds_up_cpu_bound_job():
@@ -252,13 +258,20 @@ def test_deterministic_by_seed():
     assert not np.array_equal(runs[0].jobs["finish_s"], other.jobs["finish_s"])
 
 
-def test_reuse_unchanged_rounds_gives_the_same_result():
+@pytest.mark.parametrize("policy", [policies.FIFO(), policies.LAS(thresholds=(150.0, 900.0)), policies.ShortestRemaining()])
+@pytest.mark.parametrize("seed", [11, 12])
+def test_reusing_and_skipping_unchanged_rounds_gives_the_same_result(policy, seed):
+    """Reusing schedules and advancing blocks of unchanged rounds at once is exact."""
     nodes = cluster.homogeneous(2, gpus=4, cpus=24, mem_gb=192)
-    wl = _random_workload(11, 25, nodes)
-    a = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg(reuse_unchanged=True))
-    b = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg(reuse_unchanged=False))
-    assert np.allclose(a.jobs["finish_s"], b.jobs["finish_s"])
+    wl = _random_workload(seed, 25, nodes)
+    a = simulate(wl, nodes, policy, fungible_first_fit, _cfg(reuse_unchanged=True))
+    b = simulate(wl, nodes, policy, fungible_first_fit, _cfg(reuse_unchanged=False))
+    assert np.allclose(a.jobs["finish_s"], b.jobs["finish_s"], rtol=1e-12, atol=1e-6)
+    assert np.array_equal(a.jobs["preemptions"], b.jobs["preemptions"])
+    assert np.allclose(a.jobs["run_s"], b.jobs["run_s"])
     assert a.info["solver_calls"] < b.info["solver_calls"]
+    sa, sb = a.summary(), b.summary()
+    assert sa["rounds"] == sb["rounds"] and sa["gpu_util"] == pytest.approx(sb["gpu_util"])
 
 
 def test_offer_window_keeps_running_jobs_and_a_minimum_of_waiting_ones():

@@ -40,7 +40,8 @@ class StandInCatalogue:
 
 
 def first_fit(instance: Instance, *, fungible: bool = False) -> Schedule:
-    """Weight order; each job on the first single node with room at its demand. With
+    """Weight order; each job on the first single node with room at its demand, else spread over
+    the first nodes of one type with room (the gang at its demand everywhere). With
     ``fungible``, a job alone on its node then takes the largest grid point that fits there."""
     free = {n.id: [n.gpus, n.cpus, n.mem_gb] for n in instance.nodes}
     out: dict[str, Assignment] = {}
@@ -59,7 +60,36 @@ def first_fit(instance: Instance, *, fungible: bool = False) -> Schedule:
                 f[2] -= m * job.gpus
                 out[job.id] = Assignment({nd.id: job.gpus}, c, m)
                 break
+        else:
+            spread = _spread(instance, job, free)
+            if spread:
+                out[job.id] = spread
     return Schedule(instance.name, out)
+
+
+def _spread(instance: Instance, job, free: dict[str, list[int]]) -> Assignment | None:
+    """Gang over several nodes of one GPU type at the demand, taking nodes in order; or None."""
+    c, m = job.demand
+    for t in instance.gpu_types:
+        if job.speed(t) is None:
+            continue
+        take: dict[str, int] = {}
+        need = job.gpus
+        for nd in instance.nodes:
+            if nd.gpu_type != t or need == 0:
+                continue
+            f = free[nd.id]
+            k = min(need, f[0], f[1] // max(c, 1), f[2] // max(m, 1))
+            if k > 0:
+                take[nd.id] = k
+                need -= k
+        if need == 0:
+            for nid, k in take.items():
+                free[nid][0] -= k
+                free[nid][1] -= k * c
+                free[nid][2] -= k * m
+            return Assignment(take, c, m)
+    return None
 
 
 def fungible_first_fit(instance: Instance) -> Schedule:

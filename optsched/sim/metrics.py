@@ -22,14 +22,14 @@ def _f(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _time_avg(rounds: Mapping[str, np.ndarray], key: str, end: float, round_s: float) -> float | None:
+def _time_avg(rounds: Mapping[str, np.ndarray], key: str, end: float) -> float | None:
     """Time-weighted average of a per-round quantity over ``[first round, end)``; the clock's
     jumps over idle periods count as zero."""
     t = rounds["t_s"]
     if t.size == 0 or end <= t[0]:
         return None
-    lengths = np.minimum(np.append(t[1:], end), t + round_s) - t
-    return float(np.sum(rounds[key] * np.clip(lengths, 0.0, None)) / (end - t[0]))
+    lengths = np.clip(np.minimum(t + rounds["span_s"], end) - t, 0.0, None)
+    return float(np.sum(rounds[key] * lengths) / (end - t[0]))
 
 
 def summarise(result: SimResult) -> dict[str, Any]:
@@ -42,6 +42,7 @@ def summarise(result: SimResult) -> dict[str, Any]:
     first = float(jobs["submit_s"].min()) if jobs["submit_s"].size else 0.0
     end = float(jobs["finish_s"][fin].max()) if fin.any() else first
     round_s = float(result.info.get("config", {}).get("round_s", 300.0))
+    spans = rounds["span_s"]
     solved = rounds["solved"] > 0 if rounds["solved"].size else np.zeros(0, dtype=bool)
     solve_s = rounds["solve_s"][solved]
     gaps = rounds["gap"][solved]
@@ -57,12 +58,13 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "makespan_s": _f(end - first) if fin.any() else None,
         "avg_queueing_delay_s": _f(delay.mean()) if delay.size else None,
         "avg_slowdown": _f(np.mean(jct / jobs["duration_s"][fin])) if jct.size else None,
-        "gpu_util": _time_avg(rounds, "gpu_util", end, round_s),
-        "cpu_util": _time_avg(rounds, "cpu_util", end, round_s),
-        "mem_util": _time_avg(rounds, "mem_util", end, round_s),
+        "gpu_util": _time_avg(rounds, "gpu_util", end),
+        "cpu_util": _time_avg(rounds, "cpu_util", end),
+        "mem_util": _time_avg(rounds, "mem_util", end),
         "preemptions": int(jobs["preemptions"].sum()),
         "moves": int(jobs["moves"].sum()),
-        "rounds": int(rounds["t_s"].size),
+        "rounds": int(round(float(spans.sum()) / round_s)),  #: rounds simulated
+        "steps": int(rounds["t_s"].size),  #: of which the engine stepped through one by one (the rest in blocks)
         "solver_calls": int(solved.sum()),
         "solve_s_mean": _f(solve_s.mean()) if solve_s.size else None,
         "solve_s_p95": _f(np.percentile(solve_s, 95)) if solve_s.size else None,

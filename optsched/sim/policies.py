@@ -11,6 +11,7 @@ which lets the engine skip re-solving unchanged rounds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,6 +36,11 @@ class QueueState:
 
 
 class QueuePolicy(Protocol):
+    """``weights(state)``: one weight > 0 per active job. A policy may also define
+    ``stable_for(state) -> float``: seconds from ``state.now`` during which its weights stay the
+    same provided no job arrives or finishes and the running jobs keep running; the engine then
+    advances that many rounds at once."""
+
     name: str
 
     def weights(self, state: QueueState) -> np.ndarray: ...
@@ -69,6 +75,9 @@ class FIFO:
     def weights(self, state: QueueState) -> np.ndarray:
         order = np.argsort(state.submit_s, kind="stable")
         return rank_weights(order, self.spread)
+
+    def stable_for(self, state: QueueState) -> float:
+        return math.inf  # the order depends on the set of jobs only
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,17 @@ class LAS:
     def weights(self, state: QueueState) -> np.ndarray:
         order = np.lexsort((state.submit_s, self.queues(state)))
         return rank_weights(order, self.spread)
+
+    def stable_for(self, state: QueueState) -> float:
+        """Until the first running job's attained service reaches its next threshold."""
+        th = np.asarray(self.thresholds)
+        run = state.running
+        att, g = state.attained_gpu_s[run], state.gpus[run]
+        nxt = np.searchsorted(th, att, side="right")
+        below = nxt < th.size
+        if not below.any():
+            return math.inf
+        return float(np.min((th[nxt[below]] - att[below]) / g[below]))
 
 
 @dataclass(frozen=True)
