@@ -52,8 +52,7 @@ def rank_weights(order: np.ndarray, spread: float) -> np.ndarray:
     w = np.empty(n)
     if n == 0:
         return w
-    rank = np.arange(n, dtype=np.float64) / max(n - 1, 1)
-    w[order] = spread ** (-rank)
+    w[order] = np.exp(np.arange(n, dtype=np.float64) * (-math.log(spread) / max(n - 1, 1)))
     return w
 
 
@@ -73,7 +72,9 @@ class FIFO:
         _check_spread(self.spread)
 
     def weights(self, state: QueueState) -> np.ndarray:
-        order = np.argsort(state.submit_s, kind="stable")
+        sub = state.submit_s
+        # the engine lists jobs in arrival order already: skip the sort then
+        order = np.arange(sub.size) if np.all(sub[1:] >= sub[:-1]) else np.argsort(sub, kind="stable")
         return rank_weights(order, self.spread)
 
     def stable_for(self, state: QueueState) -> float:
