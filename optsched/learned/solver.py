@@ -27,6 +27,11 @@ from optsched.values import schedule_value
 
 __all__ = ["DEFAULT_WEIGHTS", "LearnedSolver", "load_policy", "policy_schedule"]
 
+#: sampled decodes by default on rounds of at most SAMPLE_CELLS nodes x jobs (best of greedy and
+#: these; on unseen 4-8 node rounds best-of-16 cut the median gap from ~4.7 % to ~0.4 %)
+DEFAULT_SAMPLES = 16
+SAMPLE_CELLS = 4096
+
 #: the shipped weights (repository ``learned/`` folder)
 DEFAULT_WEIGHTS = Path(__file__).resolve().parents[2] / "learned" / "maifs-small.pt"
 
@@ -63,8 +68,10 @@ def policy_schedule(
 
 class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
-    decodes within the time limit, default 0), ``temperature`` (default 1.0). A feasible ``hint``
-    is kept when it is worth more."""
+    decodes within the time limit; default DEFAULT_SAMPLES on rounds of at most SAMPLE_CELLS
+    nodes x jobs, else 0), ``temperature`` (default 1.0). Sampling is seeded by ``seed``, so the
+    result is deterministic unless the time limit cuts the samples short. A feasible ``hint`` is
+    kept when it is worth more."""
 
     def solve(
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
@@ -73,7 +80,8 @@ class LearnedSolver:
         unknown = set(options) - {"weights", "samples", "temperature"}
         if unknown:
             raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature")
-        samples = options.get("samples", 0)
+        n_nodes, n_jobs = instance.size
+        samples = options.get("samples", DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise InputError("samples", samples, "must be a non-negative integer")
         temperature = float(options.get("temperature", 1.0))
