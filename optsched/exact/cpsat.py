@@ -1,0 +1,620 @@
+"""The integrated round formulation solved exactly by OR-Tools CP-SAT.
+
+The math is in ``formulations/integrated.md``; each constraint family there names the method of
+:class:`RoundModel` that builds it. In short: a job runs *whole* on one node at one (type,
+Pareto point) mode — a boolean ``w[j,n,p]`` whose objective coefficient already includes the
+restart cost — or *split* over several nodes of one type at one point (``sp[j,t,p]`` with
+integer GPU counts ``y[j,n,p]``, node-use booleans ``u`` and a value variable capped by the
+spread factor of the number of nodes used). Capacities are then linear. Identical nodes are
+ordered by use and identical jobs by selection; a complete greedy hint seeds the search.
+
+The solver never exceeds its time limit: building checks the clock and, if the budget runs out,
+returns the greedy (or the caller's) schedule with status ``TIME_LIMIT``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from optsched.errors import InputError
+from optsched.exact.hint import greedy_schedule
+from optsched.exact.prep import JobData, dominating_point, job_classes, job_data, node_classes
+from optsched.exact.scaling import ValueScale
+from optsched.model import Instance
+from optsched.result import Result, Status
+from optsched.schedule import Assignment, Schedule
+from optsched.values import schedule_value
+
+__all__ = ["CpSatSolver", "RoundModel", "OutOfTime"]
+
+#: options :meth:`CpSatSolver.solve` accepts, with their defaults
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "num_workers": None,  # None: min(8, os.cpu_count())
+    "deterministic_time": None,  # CP-SAT deterministic-time limit (reproducible runs)
+    "log": False,  # print CP-SAT's search log
+    "node_symmetry": True,  # order identical nodes by use
+    "job_symmetry": True,  # order identical jobs by selection
+    "type_cuts": False,  # aggregated capacity per GPU type (implied by the node rows)
+    "greedy_hint": True,  # complete the search with the greedy schedule when no hint is given
+}
+
+#: seconds kept back from the time limit for reading the solution and building the Result
+_RESERVE_S = 0.05
+
+
+class OutOfTime(Exception):
+    """Model building ran past its deadline."""
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise InputError("options", unknown, f"unknown cpsat option(s); known: {sorted(DEFAULT_OPTIONS)}")
+    opts = {**DEFAULT_OPTIONS, **options}
+    nw = opts["num_workers"]
+    if nw is None:
+        opts["num_workers"] = min(8, os.cpu_count() or 1)
+    elif isinstance(nw, bool) or not isinstance(nw, int) or nw < 1:
+        raise InputError("num_workers", nw, "must be a positive integer")
+    dt = opts["deterministic_time"]
+    if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or dt <= 0):
+        raise InputError("deterministic_time", dt, "must be a positive number")
+    return opts
+
+
+@dataclass
+class RoundModel:
+    """The CP-SAT model of one round, built family by family (see formulations/integrated.md)."""
+
+    instance: Instance
+    data: list[JobData]
+    scale: ValueScale
+    deadline: float = float("inf")
+    node_symmetry: bool = False
+    job_symmetry: bool = False
+    model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
+    #: (j, t, p) -> pooled whole-mode boolean and its scaled objective coefficient
+    z: dict[tuple[int, str, int], cp_model.IntVar] = field(default_factory=dict)
+    z_coef: dict[tuple[int, str, int], int] = field(default_factory=dict)
+    #: (j, p) -> a running job stays on its (single) home node at point p
+    h: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    h_coef: dict[tuple[int, int], int] = field(default_factory=dict)
+    home: dict[int, int] = field(default_factory=dict)
+    #: (n, (gpus, cores/GPU, GB/GPU)) -> number of whole jobs of that footprint on node n
+    cnt: dict[tuple[int, tuple[int, int, int]], cp_model.IntVar] = field(default_factory=dict)
+    #: (j, t, p) -> split-mode boolean; (j, n, p) -> GPUs there; (j, n) -> node used
+    sp: dict[tuple[int, str, int], cp_model.IntVar] = field(default_factory=dict)
+    y: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)
+    u: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    ge: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (j, k): uses >= k nodes
+    stay: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    val: dict[int, cp_model.IntVar] = field(default_factory=dict)  # value of a split job
+    k_max: dict[int, int] = field(default_factory=dict)
+    by_job_sp: dict[int, list[tuple[int, str, int]]] = field(default_factory=dict)
+    ub: dict[tuple[int, int, int], int] = field(default_factory=dict)  #: upper bound of each y
+    #: per node: GPUs used and cores used (linear expressions), for symmetry breaking
+    usage_g: dict[int, Any] = field(default_factory=dict)
+    usage_c: dict[int, Any] = field(default_factory=dict)
+
+    def _tick(self) -> None:
+        if time.perf_counter() > self.deadline:
+            raise OutOfTime
+
+    # --- variables -------------------------------------------------------------------------------
+
+    def add_whole_variables(self) -> None:
+        """Whole modes: ``z[j,t,p]`` (job j entirely on one node of type t at point p, which node
+        decided by the pooled counts ``N[n,r]``) and ``h[j,p]`` (a running job stays on its node).
+
+        Whole jobs with the same footprint ``r = (gpus, cores/GPU, GB/GPU)`` are interchangeable
+        for capacity, so per node only the count of each footprint is a variable.
+        """
+        inst = self.instance
+        by_type: dict[str, list[int]] = {}
+        for n, node in enumerate(inst.nodes):
+            by_type.setdefault(node.gpu_type, []).append(n)
+        demand: dict[tuple[str, tuple[int, int, int]], int] = {}
+        for d in self.data:
+            self._tick()
+            job, g = d.job, d.job.gpus
+            home = None
+            if job.placement and len(job.placement) == 1 and job.restart_s > 0:
+                home = inst.node_idx(next(iter(job.placement)))
+                self.home[d.index] = home
+            moved = job.placement is not None  # a pooled mode of a pinned job counts as a move
+            for t in d.types:
+                for p, pt in enumerate(d.points):
+                    r = (g, pt.cpus, pt.mem)
+                    fits = [n for n in by_type[t] if self._fit(n, r) > 0]
+                    if home is not None and t == inst.nodes[home].gpu_type and self._fit(home, r) > 0:
+                        coef = self.scale.to_int(d.value(inst, t, p, 1, False))
+                        if coef > 0:
+                            self.h[(d.index, p)] = self.model.new_bool_var(f"h[{d.index},{p}]")
+                            self.h_coef[(d.index, p)] = coef
+                    coef = self.scale.to_int(d.value(inst, t, p, 1, moved))
+                    if not fits or coef <= 0:
+                        continue
+                    key = (d.index, t, p)
+                    self.z[key] = self.model.new_bool_var(f"z[{d.index},{t},{p}]")
+                    self.z_coef[key] = coef
+                    demand[(t, r)] = demand.get((t, r), 0) + 1
+        for (t, r), count in demand.items():
+            for n in by_type[t]:
+                ub = min(count, self._fit(n, r))
+                if ub > 0:
+                    self.cnt[(n, r)] = self.model.new_int_var(0, ub, f"N[{n},{r}]")
+
+    def _fit(self, n: int, r: tuple[int, int, int]) -> int:
+        """How many whole jobs of footprint ``r`` node ``n`` holds alone."""
+        node = self.instance.nodes[n]
+        g, c, m = r
+        k = node.gpus // g
+        if c:
+            k = min(k, node.cpus // (g * c))
+        if m:
+            k = min(k, node.mem_gb // (g * m))
+        return k
+
+    def add_pool_link(self) -> None:
+        """Per type and footprint: jobs choosing it = slots of it opened on that type's nodes."""
+        inst = self.instance
+        jobs_at: dict[tuple[str, tuple[int, int, int]], list[cp_model.IntVar]] = {}
+        for (j, t, p), var in self.z.items():
+            pt = self.data[j].points[p]
+            jobs_at.setdefault((t, (self.data[j].job.gpus, pt.cpus, pt.mem)), []).append(var)
+        slots: dict[tuple[str, tuple[int, int, int]], list[cp_model.IntVar]] = {}
+        for (n, r), var in self.cnt.items():
+            slots.setdefault((inst.nodes[n].gpu_type, r), []).append(var)
+        for key, zs in jobs_at.items():
+            self.model.add(sum(zs) == sum(slots.get(key, [])))
+
+    def add_split_variables(self) -> None:
+        """``sp[j,t,p]``, ``y[j,n,p]`` and ``u[j,n]`` for multi-GPU jobs (at least two nodes, one type)."""
+        inst = self.instance
+        for d in self.data:
+            g = d.job.gpus
+            if g < 2:
+                continue
+            self._tick()
+            keys = self.by_job_sp.setdefault(d.index, [])
+            kmax = 0
+            for t in d.types:
+                nodes_t = [n for n, node in enumerate(inst.nodes) if node.gpu_type == t and node.gpus > 0]
+                for p, pt in enumerate(d.points):
+                    ubs = {}
+                    for n in nodes_t:
+                        node = inst.nodes[n]
+                        ub = min(g - 1, node.gpus)
+                        if pt.cpus:
+                            ub = min(ub, node.cpus // pt.cpus)
+                        if pt.mem:
+                            ub = min(ub, node.mem_gb // pt.mem)
+                        if ub > 0:
+                            ubs[n] = ub
+                    if sum(ubs.values()) < g or self.scale.to_int(d.value(inst, t, p, len(ubs), True)) <= 0 and \
+                            self.scale.to_int(d.value(inst, t, p, 2, False)) <= 0:
+                        continue
+                    key = (d.index, t, p)
+                    self.sp[key] = self.model.new_bool_var(f"sp[{d.index},{t},{p}]")
+                    keys.append(key)
+                    for n, ub in ubs.items():
+                        self.y[(d.index, n, p)] = self.model.new_int_var(0, ub, f"y[{d.index},{n},{p}]")
+                        self.ub[(d.index, n, p)] = ub
+                    kmax = max(kmax, min(g, len(ubs)))
+            if not keys:
+                continue
+            self.k_max[d.index] = kmax
+            used_nodes = sorted({n for (j, n, _p) in self.y if j == d.index})
+            for n in used_nodes:
+                self.u[(d.index, n)] = self.model.new_bool_var(f"u[{d.index},{n}]")
+            for k in range(3, kmax + 1):
+                self.ge[(d.index, k)] = self.model.new_bool_var(f"ge[{d.index},{k}]")
+            best = max(self.scale.to_int(d.value(inst, t, p, 2, False)) for (_j, t, p) in keys)
+            self.val[d.index] = self.model.new_int_var(0, best, f"val[{d.index}]")
+
+    # --- constraints -------------------------------------------------------------------------------
+
+    def job_literals(self) -> dict[int, list[cp_model.IntVar]]:
+        """Per job, the booleans of all its modes (pooled whole, stay at home, split)."""
+        lits: dict[int, list[cp_model.IntVar]] = {d.index: [] for d in self.data}
+        for (j, _t, _p), var in self.z.items():
+            lits[j].append(var)
+        for (j, _p), var in self.h.items():
+            lits[j].append(var)
+        for (j, _t, _p), var in self.sp.items():
+            lits[j].append(var)
+        return lits
+
+    def add_job_selection(self) -> None:
+        """Each job runs in at most one mode (one node, or one split), all its GPUs or none."""
+        for lits in self.job_literals().values():
+            if len(lits) > 1:
+                self.model.add_at_most_one(lits)
+
+    def add_split_gang(self) -> None:
+        """A split job at (t, p) gets exactly ``gpus`` GPUs over nodes of type t at point p."""
+        ys: dict[tuple[int, int], list[cp_model.IntVar]] = {}
+        y_at: dict[tuple[int, int], list[cp_model.IntVar]] = {}
+        for (j, n, p), var in self.y.items():
+            ys.setdefault((j, p), []).append(var)
+            y_at.setdefault((j, n), []).append(var)
+        del ys
+        for (j, t, p), s in self.sp.items():
+            g = self.data[j].job.gpus
+            terms = [self.y[(j, n, p)] for n, node in enumerate(self.instance.nodes) if node.gpu_type == t and (j, n, p) in self.y]
+            self.model.add(sum(terms) == g * s)
+        # y of a type/point whose sp is absent must be zero
+        for (j, n, p), var in self.y.items():
+            t = self.instance.nodes[n].gpu_type
+            if (j, t, p) not in self.sp:
+                self.model.add(var == 0)
+            else:
+                self.model.add(var <= self.ub[(j, n, p)] * self.sp[(j, t, p)])
+        for (j, n), lit in self.u.items():
+            total = sum(y_at[(j, n)])
+            ub = sum(self.ub[(j, n, p)] for (jj, nn, p) in self.y if jj == j and nn == n)
+            self.model.add(total <= ub * lit)
+            self.model.add(total >= 1).only_enforce_if(lit)
+
+    def add_spread_value(self) -> None:
+        """A split job's value is capped by ``spread_factor^(k-1)`` of its mode, k = nodes used,
+        and by the restart factor unless it stays exactly where it runs now."""
+        inst = self.instance
+        for j, val in self.val.items():
+            d = self.data[j]
+            job = d.job
+            keys = self.by_job_sp[j]
+            us = [lit for (jj, _n), lit in self.u.items() if jj == j]
+            kmax = self.k_max[j]
+            for k in range(3, kmax + 1):
+                self.model.add(sum(us) <= k - 1).only_enforce_if(self.ge[(j, k)].Not())
+                if k > 3:
+                    self.model.add_implication(self.ge[(j, k)], self.ge[(j, k - 1)])
+            can_stay = job.placement is not None and len(job.placement) >= 2 and job.restart_s > 0
+            always_moved = job.placement is not None and not can_stay
+            if can_stay:
+                stay = self.model.new_bool_var(f"stay[{j}]")
+                self.stay[j] = stay
+                t0 = inst.node(next(iter(job.placement))).gpu_type
+                home = {inst.node_idx(n): g for n, g in job.placement.items()}
+                for n, g in home.items():
+                    ys = [v for (jj, nn, _p), v in self.y.items() if jj == j and nn == n]
+                    if not ys:
+                        self.model.add(stay == 0)
+                        break
+                    self.model.add(sum(ys) == g).only_enforce_if(stay)
+                sps = [v for (jj, t, _p), v in self.sp.items() if jj == j and t == t0]
+                self.model.add(sum(sps) == 1).only_enforce_if(stay)
+            # valid everywhere (the best case: not moved, two nodes), then case by case
+            self.model.add(val <= sum(self.scale.to_int(d.value(inst, t, p, 2, False)) * self.sp[(j, t, p)]
+                                      for (_j, t, p) in keys))
+            if can_stay:
+                cases = [(False, [self.stay[j]]), (True, [self.stay[j].Not()])]
+            else:
+                cases = [(always_moved, [])]
+            for moved, cond in cases:
+                for k in range(2, kmax + 1):
+                    expr = sum(self.scale.to_int(d.value(inst, t, p, k, moved)) * self.sp[(j, t, p)] for (_j, t, p) in keys)
+                    ct = self.model.add(val <= expr)
+                    lits = list(cond) + ([self.ge[(j, k)]] if k >= 3 else [])
+                    if lits:
+                        ct.only_enforce_if(lits)
+
+    def add_node_capacity(self) -> None:
+        """Per node: GPUs, cores and memory used by whole and split jobs within capacity."""
+        inst = self.instance
+        # per node: (variable, its upper bound, GPUs, cores, GB per unit)
+        terms: dict[int, list[tuple[cp_model.IntVar, int, int, int, int]]] = {}
+        for (n, (g, c, m)), var in self.cnt.items():
+            terms.setdefault(n, []).append((var, self._fit(n, (g, c, m)), g, g * c, g * m))
+        for (j, p), var in self.h.items():
+            g = self.data[j].job.gpus
+            pt = self.data[j].points[p]
+            terms.setdefault(self.home[j], []).append((var, 1, g, g * pt.cpus, g * pt.mem))
+        for (j, n, p), var in self.y.items():
+            pt = self.data[j].points[p]
+            terms.setdefault(n, []).append((var, self.ub[(j, n, p)], 1, pt.cpus, pt.mem))
+        for n, ts in terms.items():
+            self._tick()
+            node = inst.nodes[n]
+            vs = [c[0] for c in ts]
+            for r, cap in ((2, node.gpus), (3, node.cpus), (4, node.mem_gb)):
+                if sum(c[r] * c[1] for c in ts) > cap:
+                    self.model.add(cp_model.LinearExpr.weighted_sum(vs, [c[r] for c in ts]) <= cap)
+            self.usage_g[n] = cp_model.LinearExpr.weighted_sum(vs, [c[2] for c in ts])
+            self.usage_c[n] = cp_model.LinearExpr.weighted_sum(vs, [c[3] for c in ts])
+
+    def add_type_capacity(self) -> None:
+        """Valid inequalities: per GPU type, the GPUs / cores / memory of all its jobs fit the type's total."""
+        inst = self.instance
+        for t in inst.gpu_types:
+            nodes_t = [n for n, node in enumerate(inst.nodes) if node.gpu_type == t]
+            caps = (sum(inst.nodes[n].gpus for n in nodes_t), sum(inst.nodes[n].cpus for n in nodes_t),
+                    sum(inst.nodes[n].mem_gb for n in nodes_t))
+            vs: list[cp_model.IntVar] = []
+            cs: tuple[list[int], list[int], list[int]] = ([], [], [])
+            modes = [(j, p, var) for (j, tt, p), var in self.z.items() if tt == t]
+            modes += [(j, p, var) for (j, p), var in self.h.items() if inst.nodes[self.home[j]].gpu_type == t]
+            modes += [(j, p, var) for (j, tt, p), var in self.sp.items() if tt == t]
+            for j, p, var in modes:
+                g = self.data[j].job.gpus
+                pt = self.data[j].points[p]
+                vs.append(var)
+                for r, c in enumerate((g, g * pt.cpus, g * pt.mem)):
+                    cs[r].append(c)
+            if vs:
+                for r in range(3):
+                    self.model.add(cp_model.LinearExpr.weighted_sum(vs, cs[r]) <= caps[r])
+
+    def add_node_symmetry(self) -> None:
+        """Interchangeable nodes are used in non-increasing order of (GPUs, cores) used."""
+        for cls in node_classes(self.instance):
+            node = self.instance.nodes[cls[0]]
+            for a, b in zip(cls, cls[1:], strict=False):
+                ua, ub = self.usage_g.get(a), self.usage_g.get(b)
+                if ua is None or ub is None:
+                    continue
+                key_a = ua * (node.cpus + 1) + self.usage_c[a]
+                key_b = ub * (node.cpus + 1) + self.usage_c[b]
+                self.model.add(key_a >= key_b)
+
+    def add_job_symmetry(self) -> None:
+        """Of interchangeable jobs, an earlier one is selected whenever a later one is."""
+        sel = {j: (sum(lits) if lits else 0) for j, lits in self.job_literals().items()}
+        for cls in job_classes(self.instance, self.data):
+            for a, b in zip(cls, cls[1:], strict=False):
+                if isinstance(sel[b], int):
+                    continue
+                self.model.add(sel[a] >= sel[b])
+
+    def set_objective(self) -> None:
+        """Maximise the scaled worth: whole-mode coefficients plus split-job values."""
+        zk, hk = list(self.z), list(self.h)
+        expr = cp_model.LinearExpr.weighted_sum([self.z[k] for k in zk] + [self.h[k] for k in hk],
+                                                [self.z_coef[k] for k in zk] + [self.h_coef[k] for k in hk])
+        if self.val:
+            expr = expr + sum(self.val.values())
+        self.model.maximize(expr)
+
+    # --- hint and solution -------------------------------------------------------------------
+
+    def all_variables(self) -> list[cp_model.IntVar]:
+        return [*self.z.values(), *self.h.values(), *self.cnt.values(), *self.sp.values(), *self.y.values(), *self.u.values(), *self.ge.values(),
+                *self.stay.values(), *self.val.values()]
+
+    def schedule_to_values(self, schedule: Schedule) -> list[tuple[cp_model.IntVar, int]]:
+        """Every model variable's value for ``schedule`` (jobs without a matching mode are dropped)."""
+        inst = self.instance
+        allv = self.all_variables()
+        vals: dict[int, int] = {var.index: 0 for var in allv}
+        for job_id, a in schedule.jobs.items():
+            j = inst.job_idx(job_id)
+            d = self.data[j]
+            job = d.job
+            try:
+                thr = job.profile.at(*a.point)
+            except KeyError:
+                continue
+            p = dominating_point(d.points, a.cpus_per_gpu, a.mem_per_gpu_gb, thr)
+            if p is None:
+                continue
+            alloc = {inst.node_idx(n): g for n, g in a.nodes.items()}
+            t = inst.nodes[next(iter(alloc))].gpu_type
+            if len(alloc) == 1:
+                n = next(iter(alloc))
+                pt = d.points[p]
+                r = (job.gpus, pt.cpus, pt.mem)
+                if self.home.get(j) == n and (j, p) in self.h:
+                    vals[self.h[(j, p)].index] = 1
+                elif (j, t, p) in self.z and (n, r) in self.cnt:
+                    vals[self.z[(j, t, p)].index] = 1
+                    vals[self.cnt[(n, r)].index] += 1
+                continue
+            if (j, t, p) not in self.sp or any((j, n, p) not in self.y or self.ub[(j, n, p)] < g
+                                               for n, g in alloc.items()):
+                continue
+            vals[self.sp[(j, t, p)].index] = 1
+            for n, g in alloc.items():
+                vals[self.y[(j, n, p)].index] = g
+                vals[self.u[(j, n)].index] = 1
+            k = len(alloc)
+            for kk in range(3, k + 1):
+                vals[self.ge[(j, kk)].index] = 1
+            stays = j in self.stay and dict(job.placement) == dict(a.nodes)
+            if j in self.stay:
+                vals[self.stay[j].index] = int(stays)
+            moved = job.placement is not None and not stays
+            vals[self.val[j].index] = self.scale.to_int(d.value(inst, t, p, k, moved))
+        return [(var, vals[var.index]) for var in allv]
+
+    def canonical(self, schedule: Schedule) -> Schedule:
+        """An equally good schedule that satisfies the symmetry-breaking orders.
+
+        Interchangeable nodes are relabelled in non-increasing order of (GPUs, cores) used and
+        interchangeable jobs take the assignments in class order (what the two families ask).
+        """
+        inst = self.instance
+        jobs = dict(schedule.jobs)
+        if self.node_symmetry:
+            used: dict[str, tuple[int, int]] = {}
+            for a in jobs.values():
+                for n, g in a.nodes.items():
+                    ug, uc = used.get(n, (0, 0))
+                    used[n] = (ug + g, uc + g * a.cpus_per_gpu)
+            rename: dict[str, str] = {}
+            for cls in node_classes(inst):
+                ids = [inst.nodes[n].id for n in cls]
+                ranked = sorted(ids, key=lambda n: used.get(n, (0, 0)), reverse=True)
+                rename.update(zip(ranked, ids, strict=True))
+            jobs = {j: Assignment({rename.get(n, n): g for n, g in a.nodes.items()}, a.cpus_per_gpu, a.mem_per_gpu_gb)
+                    for j, a in jobs.items()}
+        if self.job_symmetry:
+            for cls in job_classes(inst, self.data):
+                ids = [inst.jobs[j].id for j in cls]
+                given = [jobs.pop(j) for j in ids if j in jobs]
+                jobs.update(zip(ids, given, strict=False))
+        return Schedule(schedule.instance, jobs)
+
+    def add_hint(self, schedule: Schedule) -> None:
+        """Hint every variable (a complete hint) from a feasible schedule."""
+        self.model.clear_hints()
+        schedule = self.canonical(schedule)
+        for var, v in self.schedule_to_values(schedule):
+            self.model.add_hint(var, v)
+
+    def read_schedule(self, solver: cp_model.CpSolver) -> Schedule:
+        """The schedule of CP-SAT's incumbent (call only when a solution exists)."""
+        inst = self.instance
+        jobs = {}
+        for (j, p), var in self.h.items():
+            if solver.boolean_value(var):
+                d = self.data[j]
+                jobs[d.job.id] = Assignment({inst.nodes[self.home[j]].id: d.job.gpus}, d.points[p].cpus, d.points[p].mem)
+        # pooled whole jobs fill the slots their footprint opened on nodes of their type
+        chosen: dict[tuple[str, tuple[int, int, int]], list[tuple[int, int]]] = {}
+        for (j, t, p), var in self.z.items():
+            if solver.boolean_value(var):
+                pt = self.data[j].points[p]
+                chosen.setdefault((t, (self.data[j].job.gpus, pt.cpus, pt.mem)), []).append((j, p))
+        slots: dict[tuple[str, tuple[int, int, int]], list[int]] = {}
+        for (n, r), var in self.cnt.items():
+            slots.setdefault((inst.nodes[n].gpu_type, r), []).extend([n] * solver.value(var))
+        for key, js in chosen.items():
+            free = slots.get(key, [])
+            if len(free) != len(js):
+                raise RuntimeError(f"cpsat: {len(js)} jobs but {len(free)} slots for footprint {key} (a bug)")
+            # a pinned job that landed in a slot on its home node keeps it (worth no less)
+            for (j, p), n in zip(js, self._match(js, free), strict=True):
+                d = self.data[j]
+                jobs[d.job.id] = Assignment({inst.nodes[n].id: d.job.gpus}, d.points[p].cpus, d.points[p].mem)
+        for (j, _t, p), var in self.sp.items():
+            if solver.boolean_value(var):
+                d = self.data[j]
+                alloc = {inst.nodes[n].id: solver.value(v) for (jj, n, pp), v in self.y.items() if jj == j and pp == p}
+                alloc = {n: g for n, g in alloc.items() if g > 0}
+                jobs[d.job.id] = Assignment(alloc, d.points[p].cpus, d.points[p].mem)
+        return Schedule(inst.name, jobs)
+
+    def _match(self, js: list[tuple[int, int]], free: list[int]) -> list[int]:
+        """Slots for jobs: running jobs take a slot on their current node when there is one."""
+        pool = list(free)
+        out: list[int | None] = [None] * len(js)
+        for i, (j, _p) in enumerate(js):
+            place = self.data[j].job.placement
+            if place and len(place) == 1:
+                n = self.instance.node_idx(next(iter(place)))
+                if n in pool:
+                    pool.remove(n)
+                    out[i] = n
+        for i in range(len(js)):
+            if out[i] is None:
+                out[i] = pool.pop()
+        return [n for n in out if n is not None]
+
+    def stats(self) -> dict[str, int]:
+        proto = self.model.proto
+        return {"variables": len(proto.variables), "constraints": len(proto.constraints), "whole_vars": len(self.z) + len(self.h), "count_vars": len(self.cnt),
+                "split_vars": len(self.y)}
+
+
+def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts: dict[str, Any], deadline: float) -> RoundModel:
+    """Build every constraint family (raises :class:`OutOfTime` past ``deadline``)."""
+    m = RoundModel(instance, data, scale, deadline)
+    m.add_whole_variables()
+    m.add_split_variables()
+    m.add_pool_link()
+    m.add_job_selection()
+    m.add_split_gang()
+    m.add_spread_value()
+    m.add_node_capacity()
+    if opts["type_cuts"]:
+        m.add_type_capacity()
+    if opts["node_symmetry"]:
+        m.add_node_symmetry()
+        m.node_symmetry = True
+    if opts["job_symmetry"]:
+        m.add_job_symmetry()
+        m.job_symmetry = True
+    m.set_objective()
+    m._tick()
+    return m
+
+
+def make_scale(instance: Instance, data: list[JobData]) -> ValueScale:
+    """The integer scale for this instance's job values (see :mod:`optsched.exact.scaling`)."""
+    vals = [v for d in data for v in d.base.values()]
+    total = sum(d.best for d in data)
+    max_terms = min(len(instance.jobs), sum(n.gpus for n in instance.nodes))
+    return ValueScale.for_values(vals, total, max_terms)
+
+
+_STATUS = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.TIME_LIMIT, cp_model.UNKNOWN: Status.TIME_LIMIT}
+
+
+class CpSatSolver:
+    """``cpsat``: the integrated formulation, solved exactly by CP-SAT with a complete greedy hint.
+
+    Options: ``num_workers`` (default ``min(8, cpu_count)``), ``deterministic_time`` (CP-SAT's
+    deterministic-time limit: same seed and limit give the same schedule), ``log``, and switches
+    for the engineering (``node_symmetry``, ``job_symmetry``, ``type_cuts``, ``greedy_hint``).
+    """
+
+    name = "cpsat"
+
+    def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
+        start = time.perf_counter()
+        deadline = start + max(0.0, time_limit - _RESERVE_S)
+        opts = _check_options(options)
+        data = job_data(instance)
+        scale = make_scale(instance, data)
+        candidates = []
+        if hint is not None:
+            candidates.append(hint)
+        if opts["greedy_hint"] or hint is None:
+            candidates.append(greedy_schedule(instance, data))
+        values = [schedule_value(instance, s) for s in candidates]
+        best_i = max(range(len(candidates)), key=lambda i: values[i])
+        incumbent, incumbent_value = candidates[best_i], values[best_i]
+        stats: dict[str, Any] = {"hint_objective": incumbent_value, "scale": scale.scale}
+
+        try:
+            model = build_model(instance, data, scale, opts, deadline)
+        except OutOfTime:
+            stats["build_s"] = time.perf_counter() - start
+            stats["note"] = "time limit reached while building the model; returning the hint"
+            return Result(incumbent, Status.TIME_LIMIT, incumbent_value, None, self.name, "exact",
+                          time.perf_counter() - start, stats)
+        model.add_hint(incumbent)
+        stats["build_s"] = time.perf_counter() - start
+        stats.update(model.stats())
+
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.num_workers = opts["num_workers"]
+        prm.random_seed = seed
+        prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
+        if opts["deterministic_time"] is not None:
+            prm.max_deterministic_time = float(opts["deterministic_time"])
+        prm.log_search_progress = bool(opts["log"])
+        code = solver.solve(model.model)
+        stats.update(cpsat_status=solver.status_name(code), wall_s=solver.wall_time, deterministic_s=solver.deterministic_time,
+                     branches=solver.num_branches, conflicts=solver.num_conflicts)
+        if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+            raise RuntimeError(f"cpsat: the round model is {solver.status_name(code)} for {instance.name} (a bug: the empty schedule is feasible)")
+        status = _STATUS[code]
+        schedule, objective = incumbent, incumbent_value
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            found = model.read_schedule(solver)
+            found_value = schedule_value(instance, found)
+            if found_value >= incumbent_value or code == cp_model.OPTIMAL:
+                schedule, objective = found, found_value
+        bound = None
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            # a proven bound on the scaled objective, plus the worst-case rounding error
+            bound = max(scale.bound(solver.best_objective_bound), objective)
+        return Result(schedule, status, objective, bound, self.name, "exact", time.perf_counter() - start, stats)

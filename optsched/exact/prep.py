@@ -1,0 +1,138 @@
+"""Preprocessing shared by the exact model and the heuristics built on it.
+
+* :func:`pareto_points`: a job's admissible grid points (``round.fair`` filter first), with the
+  points another point dominates (no more CPU, no more memory, at least the throughput) removed.
+  Removing them keeps the optimum: a schedule using a dominated point stays feasible and is
+  worth no less with the dominating point.
+* :class:`JobData`: per job, its allowed GPU types (present in the cluster), its points and the
+  value of each (type, point) with and without spreading/moving.
+* :func:`node_classes`: nodes that are interchangeable (same type and capacities, and no
+  running job with a restart cost placed there), for symmetry breaking.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from optsched.model import Instance, Job, Node
+from optsched.values import job_value
+
+__all__ = ["JobData", "Point", "job_data", "node_classes", "pareto_points"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """A grid point: per-GPU cores and memory, and the throughput there."""
+
+    cpus: int
+    mem: int
+    throughput: float
+
+
+def pareto_points(job: Job, fair: bool) -> tuple[Point, ...]:
+    """The job's non-dominated admissible grid points, cheapest CPU first.
+
+    Ties (same cores, memory and throughput cannot happen on a grid) are impossible; equal
+    throughput at more resources is dominated and dropped.
+    """
+    floor = job.demand_throughput if fair else 0.0
+    pts = [Point(c, m, t) for c, m, t in job.profile.points() if t >= floor]
+    keep = []
+    for p in pts:
+        dominated = any(
+            q is not p and q.cpus <= p.cpus and q.mem <= p.mem and q.throughput >= p.throughput
+            and (q.cpus, q.mem, q.throughput) != (p.cpus, p.mem, p.throughput)
+            for q in pts
+        )
+        if not dominated:
+            keep.append(p)
+    keep.sort(key=lambda p: (p.cpus, p.mem))
+    return tuple(keep)
+
+
+def best_point_within(points: tuple[Point, ...], cpus: float, mem: float) -> int | None:
+    """Index of the highest-throughput point using at most ``cpus`` cores and ``mem`` GB per GPU."""
+    best, best_t = None, -1.0
+    for i, p in enumerate(points):
+        if p.cpus <= cpus and p.mem <= mem and p.throughput > best_t:
+            best, best_t = i, p.throughput
+    return best
+
+
+def dominating_point(points: tuple[Point, ...], cpus: int, mem: int, throughput: float) -> int | None:
+    """A kept point at least as good as grid point ``(cpus, mem)`` using no more resources."""
+    best = best_point_within(points, cpus, mem)
+    if best is None or points[best].throughput < throughput:
+        return None
+    return best
+
+
+@dataclass(frozen=True)
+class JobData:
+    """What the model needs to know about one job."""
+
+    index: int
+    job: Job
+    types: tuple[str, ...]  #: allowed GPU types present in the cluster, fastest first
+    points: tuple[Point, ...]  #: Pareto-reduced admissible points
+    base: dict[tuple[str, int], float]  #: (type, point) -> value on one node, not moved
+
+    def value(self, instance: Instance, t: str, p: int, n_nodes: int, moved: bool) -> float:
+        pt = self.points[p]
+        return job_value(instance, self.job, t, pt.cpus, pt.mem, n_nodes, moved)
+
+    @property
+    def best(self) -> float:
+        return max(self.base.values(), default=0.0)
+
+
+def job_data(instance: Instance) -> list[JobData]:
+    """Per-job preprocessing, in instance order."""
+    present = {n.gpu_type for n in instance.nodes if n.gpus > 0}
+    out = []
+    for i, job in enumerate(instance.jobs):
+        types = [t for t in instance.gpu_types if t in present and job.speed(t) is not None]
+        types.sort(key=lambda t: -float(job.speed(t) or 0.0))
+        points = pareto_points(job, instance.round.fair)
+        base = {}
+        for t in types:
+            for p, pt in enumerate(points):
+                base[(t, p)] = job_value(instance, job, t, pt.cpus, pt.mem, 1, False)
+        out.append(JobData(i, job, tuple(types), points, base))
+    return out
+
+
+def node_key(node: Node) -> tuple[str, int, int, int]:
+    return node.gpu_type, node.gpus, node.cpus, node.mem_gb
+
+
+def node_classes(instance: Instance) -> list[list[int]]:
+    """Groups (of size >= 2) of interchangeable node indices, in instance order.
+
+    Nodes are interchangeable when type and capacities agree and no running job with a positive
+    restart cost sits on them (moving such a job changes the objective, so its nodes are unique).
+    """
+    pinned = set()
+    for job in instance.jobs:
+        if job.placement and job.restart_s > 0:
+            pinned.update(job.placement)
+    groups: dict[tuple[str, int, int, int], list[int]] = defaultdict(list)
+    for i, n in enumerate(instance.nodes):
+        if n.id not in pinned and n.gpus > 0:
+            groups[node_key(n)].append(i)
+    return [g for g in groups.values() if len(g) >= 2]
+
+
+def job_classes(instance: Instance, data: list[JobData]) -> list[list[int]]:
+    """Groups (of size >= 2) of interchangeable jobs: same everything but the id, not running."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for d in data:
+        j = d.job
+        if j.placement is not None or not d.base:
+            continue
+        key = (
+            j.gpus, j.weight, j.profile, j.demand, tuple(sorted((j.gpu_speed or {}).items())), j.spread_factor,
+        )
+        groups[key].append(d.index)
+    return [g for g in groups.values() if len(g) >= 2]
