@@ -88,8 +88,10 @@ def cmd_speed(args: argparse.Namespace) -> int:
     out = {
         "jobs": len(setup.workload), "nodes": args.nodes, "window": args.length, "allocator": args.allocator,
         "policy": args.policy, "prepare_s": round(prep, 2), "simulate_s": round(res.info["wall_s"], 2),
+        "simulate_cpu_s": round(res.info["cpu_s"], 2),
         "rounds": s["rounds"], "solver_calls": s["solver_calls"], "solve_s_total": round(s["solve_s_total"], 2),
-        "engine_s": round(res.info["wall_s"] - s["solve_s_total"], 2), "simulated_days": round(res.info["end_s"] / 86400, 1),
+        "engine_s": round(res.info["wall_s"] - s["solve_s_total"], 2),
+        "solve_cpu_s_total": round(s["solve_cpu_s_total"], 2), "engine_cpu_s": round(res.info["cpu_s"] - s["solve_cpu_s_total"], 2), "simulated_days": round(res.info["end_s"] / 86400, 1),
         "avg_jct_h": None if s["avg_jct_s"] is None else round(s["avg_jct_s"] / 3600, 2), "cpus": os.cpu_count(),
     }
     print(json.dumps(out, indent=1))

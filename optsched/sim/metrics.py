@@ -70,9 +70,11 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "solve_s_p95": _f(np.percentile(solve_s, 95)) if solve_s.size else None,
         "solve_s_max": _f(solve_s.max()) if solve_s.size else None,
         "solve_s_total": _f(solve_s.sum()) if solve_s.size else 0.0,
+        "solve_cpu_s_total": _f(float(rounds["solve_cpu_s"].sum())),
         "gap_mean": _f(gaps.mean()) if gaps.size else None,
         "gap_max": _f(gaps.max()) if gaps.size else None,
         "wall_s": _f(result.info.get("wall_s", math.nan)),
+        "cpu_s": _f(result.info.get("cpu_s", math.nan)),
     }
     return out
 
