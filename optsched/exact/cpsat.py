@@ -44,7 +44,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 }
 
 #: seconds kept back from the time limit for reading the solution and building the Result
-_RESERVE_S = 0.05
+_RESERVE_S = 0.1
 
 
 class OutOfTime(Exception):
@@ -183,6 +183,7 @@ class RoundModel:
             self._tick()
             keys = self.by_job_sp.setdefault(d.index, [])
             kmax = 0
+            new_y: list[tuple[int, int, int]] = []
             for t in d.types:
                 nodes_t = [n for n, node in enumerate(inst.nodes) if node.gpu_type == t and node.gpus > 0]
                 for p, pt in enumerate(d.points):
@@ -205,11 +206,12 @@ class RoundModel:
                     for n, ub in ubs.items():
                         self.y[(d.index, n, p)] = self.model.new_int_var(0, ub, f"y[{d.index},{n},{p}]")
                         self.ub[(d.index, n, p)] = ub
+                        new_y.append((d.index, n, p))
                     kmax = max(kmax, min(g, len(ubs)))
             if not keys:
                 continue
             self.k_max[d.index] = kmax
-            used_nodes = sorted({n for (j, n, _p) in self.y if j == d.index})
+            used_nodes = sorted({n for (j, n, _p) in new_y})
             for n in used_nodes:
                 self.u[(d.index, n)] = self.model.new_bool_var(f"u[{d.index},{n}]")
             for k in range(3, kmax + 1):
@@ -236,28 +238,27 @@ class RoundModel:
             if len(lits) > 1:
                 self.model.add_at_most_one(lits)
 
-    def add_split_gang(self) -> None:
-        """A split job at (t, p) gets exactly ``gpus`` GPUs over nodes of type t at point p."""
-        ys: dict[tuple[int, int], list[cp_model.IntVar]] = {}
-        y_at: dict[tuple[int, int], list[cp_model.IntVar]] = {}
+    def _y_index(self) -> None:
+        """Per (job, point) and per (job, node), the split GPU-count variables."""
+        self.y_jp: dict[tuple[int, int], list[tuple[int, cp_model.IntVar]]] = {}
+        self.y_jn: dict[tuple[int, int], list[tuple[int, cp_model.IntVar]]] = {}
         for (j, n, p), var in self.y.items():
-            ys.setdefault((j, p), []).append(var)
-            y_at.setdefault((j, n), []).append(var)
-        del ys
+            self.y_jp.setdefault((j, p), []).append((n, var))
+            self.y_jn.setdefault((j, n), []).append((p, var))
+
+    def add_split_gang(self) -> None:
+        """A split job at (t, p) gets exactly ``gpus`` GPUs over nodes of type t at point p;
+        ``u[j,n]`` is true exactly when it has GPUs on node n."""
+        self._y_index()
+        nodes = self.instance.nodes
         for (j, t, p), s in self.sp.items():
             g = self.data[j].job.gpus
-            terms = [self.y[(j, n, p)] for n, node in enumerate(self.instance.nodes) if node.gpu_type == t and (j, n, p) in self.y]
+            terms = [var for n, var in self.y_jp.get((j, p), []) if nodes[n].gpu_type == t]
             self.model.add(sum(terms) == g * s)
-        # y of a type/point whose sp is absent must be zero
-        for (j, n, p), var in self.y.items():
-            t = self.instance.nodes[n].gpu_type
-            if (j, t, p) not in self.sp:
-                self.model.add(var == 0)
-            else:
-                self.model.add(var <= self.ub[(j, n, p)] * self.sp[(j, t, p)])
         for (j, n), lit in self.u.items():
-            total = sum(y_at[(j, n)])
-            ub = sum(self.ub[(j, n, p)] for (jj, nn, p) in self.y if jj == j and nn == n)
+            ys = self.y_jn[(j, n)]
+            total = sum(var for _p, var in ys)
+            ub = sum(self.ub[(j, n, p)] for p, _var in ys)
             self.model.add(total <= ub * lit)
             self.model.add(total >= 1).only_enforce_if(lit)
 
@@ -265,11 +266,14 @@ class RoundModel:
         """A split job's value is capped by ``spread_factor^(k-1)`` of its mode, k = nodes used,
         and by the restart factor unless it stays exactly where it runs now."""
         inst = self.instance
+        self._u_of: dict[int, list[cp_model.IntVar]] = {}
+        for (j, _n), lit in self.u.items():
+            self._u_of.setdefault(j, []).append(lit)
         for j, val in self.val.items():
             d = self.data[j]
             job = d.job
             keys = self.by_job_sp[j]
-            us = [lit for (jj, _n), lit in self.u.items() if jj == j]
+            us = self._u_of.get(j, [])
             kmax = self.k_max[j]
             for k in range(3, kmax + 1):
                 self.model.add(sum(us) <= k - 1).only_enforce_if(self.ge[(j, k)].Not())
@@ -283,12 +287,12 @@ class RoundModel:
                 t0 = inst.node(next(iter(job.placement))).gpu_type
                 home = {inst.node_idx(n): g for n, g in job.placement.items()}
                 for n, g in home.items():
-                    ys = [v for (jj, nn, _p), v in self.y.items() if jj == j and nn == n]
+                    ys = [v for _p, v in self.y_jn.get((j, n), [])]
                     if not ys:
                         self.model.add(stay == 0)
                         break
                     self.model.add(sum(ys) == g).only_enforce_if(stay)
-                sps = [v for (jj, t, _p), v in self.sp.items() if jj == j and t == t0]
+                sps = [self.sp[key] for key in keys if key[1] == t0]
                 self.model.add(sum(sps) == 1).only_enforce_if(stay)
             # valid everywhere (the best case: not moved, two nodes), then case by case
             self.model.add(val <= sum(self.scale.to_int(d.value(inst, t, p, 2, False)) * self.sp[(j, t, p)]
@@ -495,7 +499,7 @@ class RoundModel:
         for (j, _t, p), var in self.sp.items():
             if solver.boolean_value(var):
                 d = self.data[j]
-                alloc = {inst.nodes[n].id: solver.value(v) for (jj, n, pp), v in self.y.items() if jj == j and pp == p}
+                alloc = {inst.nodes[n].id: solver.value(v) for n, v in self.y_jp.get((j, p), [])}
                 alloc = {n: g for n, g in alloc.items() if g > 0}
                 jobs[d.job.id] = Assignment(alloc, d.points[p].cpus, d.points[p].mem)
         return Schedule(inst.name, jobs)

@@ -1,0 +1,164 @@
+"""``lns``: large-neighbourhood search over the exact CP-SAT round model.
+
+Start from the best of the caller's hint and the greedy schedules, then repeat until the time
+limit: free a neighbourhood — a few nodes of one GPU type, the jobs that sit only on them, and
+some waiting jobs that may use that type — and re-optimise it exactly with the CP-SAT model
+(:mod:`optsched.exact.cpsat`) on a *sub-instance*: those nodes with the room the fixed jobs
+leave, those jobs, the incumbent's restriction as hint. An improvement replaces the incumbent.
+
+The sub-instance is exact for the freed part: a job that runs elsewhere now and would have to
+move to enter the neighbourhood gets its restart factor folded into its weight.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+from typing import Any
+
+from optsched.errors import InputError
+from optsched.exact.cpsat import CpSatSolver
+from optsched.exact.hint import greedy_schedule
+from optsched.exact.prep import job_data
+from optsched.model import Instance, Job, Node
+from optsched.result import Result, Status
+from optsched.schedule import Schedule
+from optsched.values import schedule_value
+
+__all__ = ["LargeNeighbourhoodSearch"]
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "num_workers": 1,  # CP-SAT workers per sub-problem
+    "nodes": 4,  # nodes freed per neighbourhood
+    "extra_jobs": 16,  # waiting jobs offered to a neighbourhood
+    "sub_time": 0.5,  # seconds per sub-problem at most
+}
+
+_RESERVE_S = 0.1
+
+
+def _check(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise InputError("options", unknown, f"unknown lns option(s); known: {sorted(DEFAULT_OPTIONS)}")
+    opts = {**DEFAULT_OPTIONS, **options}
+    for k in ("num_workers", "nodes", "extra_jobs"):
+        v = opts[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(k, v, "must be a positive integer")
+    if isinstance(opts["sub_time"], bool) or not isinstance(opts["sub_time"], (int, float)) or opts["sub_time"] <= 0:
+        raise InputError("sub_time", opts["sub_time"], "must be a positive number of seconds")
+    return opts
+
+
+def _starts(instance: Instance, hint: Schedule | None) -> list[tuple[str, Schedule]]:
+    """Candidate starting schedules: the caller's hint, the built-in greedy, fungible-greedy."""
+    out = []
+    if hint is not None:
+        out.append(("hint", hint))
+    out.append(("greedy", greedy_schedule(instance)))
+    try:
+        from optsched.heuristics.fungible_greedy import FungibleGreedy
+    except ImportError:  # not part of this checkout yet: the built-in greedy serves alone
+        FungibleGreedy = None  # noqa: N806
+    if FungibleGreedy is not None:
+        out.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=5.0, seed=0).schedule))
+    return out
+
+
+def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], extra: list[str]) -> tuple[Instance, list[str]]:
+    """The neighbourhood as an instance: freed nodes with the room fixed jobs leave, and its jobs.
+
+    Returns the sub-instance and the ids of the jobs it frees (those placed only on the freed
+    nodes, then ``extra`` waiting jobs).
+    """
+    freed = set(node_ids)
+    room = {n: [instance.node(n).gpus, instance.node(n).cpus, instance.node(n).mem_gb] for n in node_ids}
+    inside = []
+    for j, a in schedule.jobs.items():
+        touched = freed.intersection(a.nodes)
+        if not touched:
+            continue
+        if set(a.nodes) <= freed:
+            inside.append(j)
+            continue
+        for n in touched:  # a job that also runs elsewhere stays fixed: its share is not free
+            g = a.nodes[n]
+            room[n][0] -= g
+            room[n][1] -= g * a.cpus_per_gpu
+            room[n][2] -= g * a.mem_per_gpu_gb
+    nodes = tuple(Node(n, instance.node(n).gpu_type, *room[n], rack=instance.node(n).rack) for n in node_ids)
+    jobs: list[Job] = []
+    ids = []
+    for j in [*inside, *extra]:
+        job = instance.job(j)
+        if job.placement is not None and not set(job.placement) <= freed:
+            # any placement inside the neighbourhood is a move: fold the restart factor into the weight
+            factor = 1.0 - job.restart_s / instance.round.duration_s
+            if factor <= 0:
+                continue
+            job = replace(job, weight=job.weight * factor, placement=None, restart_s=0.0)
+        jobs.append(job)
+        ids.append(j)
+    return Instance(f"{instance.name}/lns", nodes, tuple(jobs), instance.round), ids
+
+
+class LargeNeighbourhoodSearch:
+    """``lns``: CP-SAT re-optimisation of node neighbourhoods, seeded by greedy (or the hint).
+
+    Options: ``num_workers`` (per sub-problem, default 1), ``nodes`` (freed per step, 4),
+    ``extra_jobs`` (waiting jobs offered, 16), ``sub_time`` (seconds per sub-problem, 0.5).
+    """
+
+    name = "lns"
+
+    def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
+        start = time.perf_counter()
+        deadline = start + max(0.0, time_limit - _RESERVE_S)
+        opts = _check(options)
+        rng = random.Random(seed)
+        starts = _starts(instance, hint)
+        values = [schedule_value(instance, s) for _, s in starts]
+        best = max(range(len(starts)), key=lambda i: values[i])
+        incumbent, value = starts[best][1], values[best]
+        stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
+
+        data = job_data(instance)
+        by_type: dict[str, list[str]] = {}
+        for n in instance.nodes:
+            if n.gpus > 0:
+                by_type.setdefault(n.gpu_type, []).append(n.id)
+        density = {d.job.id: d.best / d.job.gpus for d in data}
+        allowed = {d.job.id: set(d.types) for d in data}
+        types = [t for t in by_type if by_type[t]]
+        sub = CpSatSolver()
+        while types and time.perf_counter() + 0.05 < deadline:
+            stats["steps"] += 1
+            t = rng.choice(types)
+            pool = by_type[t]
+            node_ids = rng.sample(pool, min(opts["nodes"], len(pool)))
+            waiting = [j for j in allowed if j not in incumbent.jobs and t in allowed[j]]
+            waiting.sort(key=lambda j: -density[j])
+            half = opts["extra_jobs"] // 2
+            extra = waiting[:half]
+            rest = waiting[half:]
+            extra += rng.sample(rest, min(len(rest), opts["extra_jobs"] - len(extra)))
+            sub_inst, ids = sub_instance(instance, incumbent, node_ids, extra)
+            if not ids:
+                continue
+            sub_hint = Schedule(sub_inst.name, {j: incumbent.jobs[j] for j in ids if j in incumbent.jobs})
+            budget = min(opts["sub_time"], deadline - time.perf_counter())
+            if budget <= 0.02:
+                break
+            res = sub.solve(sub_inst, time_limit=budget, seed=rng.randrange(2**31), hint=sub_hint,
+                            num_workers=opts["num_workers"], greedy_hint=False)
+            jobs = {j: a for j, a in incumbent.jobs.items() if j not in ids}
+            jobs.update(res.schedule.jobs)
+            candidate = Schedule(instance.name, jobs)
+            cand_value = schedule_value(instance, candidate)
+            if cand_value > value + 1e-9:
+                incumbent, value = candidate, cand_value
+                stats["improvements"] += 1
+        stats["time_s"] = time.perf_counter() - start
+        return Result(incumbent, Status.FEASIBLE, value, None, self.name, "heuristic", time.perf_counter() - start, stats)
