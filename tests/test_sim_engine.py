@@ -12,7 +12,7 @@ from test_sim_support import StandInCatalogue, first_fit, fungible_first_fit
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
-from optsched.model import Instance
+from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.sim import cluster, policies
 from optsched.sim.engine import SimConfig, SimulationError, simulate
@@ -285,3 +285,19 @@ def test_offer_window_keeps_running_jobs_and_a_minimum_of_waiting_ones():
     assert _offer(active, w, running, gpus, 16, 0.5, 0).tolist() == [0, 1]
     assert _offer(active, w, running, gpus, 16, 0.5, 3).tolist() == [0, 1, 2, 3]
     assert _offer(active, w, running, gpus, 16, None, 0).tolist() == list(range(6))
+
+
+def test_at_demand_view_removes_fungibility_only():
+    from optsched.sim.allocators import AtDemand, at_demand_instance
+
+    nodes = cluster.homogeneous(2, gpus=4, cpus=24, mem_gb=192)
+    wl = _random_workload(5, 20, nodes)
+    fixed = simulate(wl, nodes, policies.LAS(), first_fit, _cfg())
+    view = simulate(wl, nodes, policies.LAS(), AtDemand(fungible_first_fit), _cfg())
+    fung = simulate(wl, nodes, policies.LAS(), fungible_first_fit, _cfg())
+    assert np.allclose(view.jobs["finish_s"], fixed.jobs["finish_s"])
+    assert not np.allclose(fung.jobs["finish_s"], fixed.jobs["finish_s"])
+    job = wl.jobs[0]
+    inst = Instance("v", nodes, (Job(id=job.id, gpus=job.gpus, profile=job.profile, demand=job.demand),))
+    cut = at_demand_instance(inst)
+    assert cut.jobs[0].profile.points() == [(*job.demand, job.profile.at(*job.demand))]

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
     p.add_argument("--cap-mode", default="clip", choices=("clip", "drop"), help="jobs larger than the largest GPU type")
     p.add_argument("--policy", default="las", help="comma-separated queue policies: fifo, srf, las, maxmin")
-    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`)")
+    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@demand holds jobs at their fixed demand")
     p.add_argument("--time-limit", type=float, default=5.0, help="allocator seconds per round (default 5)")
     p.add_argument("--round", default="300", help="round length (default 300 s)")
     p.add_argument("--restart", default="60", help="restart cost of a moved or resumed job (default 60 s)")
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if pol not in POLICIES:
             raise InputError("--policy", pol, f"unknown queue policy; known: {sorted(POLICIES)}")
     for a in allocators:
-        get_method(a)
+        get_method(a.partition("@")[0])
     if not policies or not allocators:
         raise InputError("--policy/--allocator", f"{args.policy}/{args.allocator}", "name at least one of each")
     if args.time_limit <= 0:

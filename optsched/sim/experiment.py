@@ -110,10 +110,19 @@ def run(
     config: SimConfig | None = None,
     **solver_options: Any,
 ) -> SimResult:
-    """Simulate ``setup`` under a queue ``policy`` (name) and a registered ``allocator`` (solver name)."""
+    """Simulate ``setup`` under a queue ``policy`` (name) and an ``allocator``: a registered
+    solver name, or ``SOLVER@demand`` for that solver with every job held at its fixed demand
+    (:class:`~optsched.sim.allocators.AtDemand`: placement without fungibility)."""
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
-    alloc = SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **solver_options)
+    solver, _, variant = allocator.partition("@")
+    if variant not in ("", "demand"):
+        raise InputError("allocator", allocator, "the only variant is SOLVER@demand (every job held at its fixed demand)")
+    alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, **solver_options)
+    if variant:
+        from optsched.sim.allocators import AtDemand
+
+        alloc = AtDemand(alloc)
     cfg = config or SimConfig()
     if cfg.name == "sim":
         from dataclasses import replace
