@@ -1,0 +1,160 @@
+"""The exact CP-SAT round model on hand-built instances with known optima."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from optsched.errors import InputError
+from optsched.exact.cpsat import CpSatSolver
+from optsched.exact.prep import pareto_points
+from optsched.exact.scaling import ValueScale
+from optsched.model import Instance, Job, Node, Profile, Round
+from optsched.result import Status
+from optsched.schedule import Assignment, Schedule
+from optsched.solve import solve_round
+
+# a CPU-hungry job: 1.0 at its demand (2 cores), 2.0 at 4 cores, memory irrelevant
+HUNGRY = Profile((1, 2, 4), (10,), ((0.5,), (1.0,), (2.0,)))
+FLAT = Profile((1, 2, 4), (10,), ((1.0,), (1.0,), (1.0,)))
+
+
+def _inst(nodes, jobs, fair=False, name="t"):
+    return Instance(name, tuple(nodes), tuple(jobs), Round(300.0, fair))
+
+
+def _solve(inst, **kw):
+    kw.setdefault("num_workers", 1)
+    return solve_round(inst, solver="cpsat", time_limit=kw.pop("time_limit", 10.0), seed=0, **kw)
+
+
+def test_fungible_beats_fixed_demand():
+    """One node with 6 cores: the hungry job takes 4 cores (2.0), the flat one 1 core (1.0); at
+    fixed demand (2 + 2 cores) the total would be 2.0."""
+    inst = _inst([Node("n0", "V100", 2, 6, 100)],
+                 [Job("a", 1, HUNGRY, (2, 10)), Job("b", 1, FLAT, (2, 10))])
+    res = _solve(inst)
+    assert res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(3.0)
+    assert res.schedule.jobs["a"].cpus_per_gpu == 4
+    assert res.bound >= res.objective
+
+
+def test_fair_round_forbids_points_below_demand():
+    """With fair=True the hungry job may not drop to 1 core, so only one job fits 3 cores."""
+    nodes = [Node("n0", "V100", 2, 3, 100)]
+    jobs = [Job("a", 1, HUNGRY, (2, 10), weight=1.0), Job("b", 1, HUNGRY, (2, 10), weight=1.0)]
+    assert _solve(_inst(nodes, jobs)).objective == pytest.approx(1.5)  # 2 cores + 1 core
+    assert _solve(_inst(nodes, jobs, fair=True)).objective == pytest.approx(1.0)
+
+
+def test_split_with_spread():
+    """A 4-GPU job on two 2-GPU nodes must split; its value is multiplied by spread_factor once."""
+    nodes = [Node("n0", "V100", 2, 8, 100), Node("n1", "V100", 2, 8, 100)]
+    inst = _inst(nodes, [Job("a", 4, FLAT, (1, 10), spread_factor=0.8)])
+    res = _solve(inst)
+    assert res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(0.8)
+    assert dict(res.schedule.jobs["a"].nodes) == {"n0": 2, "n1": 2}
+
+
+def test_split_over_three_nodes():
+    """Three nodes used: spread_factor squared."""
+    nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(3)]
+    res = _solve(_inst(nodes, [Job("a", 6, FLAT, (1, 10), spread_factor=0.9)]))
+    assert res.objective == pytest.approx(0.81)
+
+
+def test_restart_cost_keeps_running_job_home():
+    """Moving the running job would cost half its value; the solver keeps it on n0."""
+    nodes = [Node("n0", "V100", 1, 4, 100), Node("n1", "P100", 1, 4, 100)]
+    job = Job("a", 1, FLAT, (1, 10), gpu_speed={"V100": 1.0, "P100": 1.0}, placement={"n0": 1}, restart_s=150)
+    res = _solve(_inst(nodes, [job]))
+    assert dict(res.schedule.jobs["a"].nodes) == {"n0": 1}
+    assert res.objective == pytest.approx(1.0)
+
+
+def test_restart_cost_paid_when_moving_pays():
+    """A weight-3 newcomer only fits n0 (V100 only); the running job moves to n1 for 1 - 60/300."""
+    nodes = [Node("n0", "V100", 1, 4, 100), Node("n1", "P100", 1, 4, 100)]
+    run = Job("a", 1, FLAT, (1, 10), placement={"n0": 1}, restart_s=60)
+    new = Job("b", 1, FLAT, (1, 10), weight=3.0, gpu_speed={"V100": 1.0})
+    res = _solve(_inst(nodes, [run, new]))
+    assert res.objective == pytest.approx(3.0 + 0.8)
+
+
+def test_cpu_change_in_place_is_free():
+    """Changing only the point of a job that stays costs nothing."""
+    nodes = [Node("n0", "V100", 1, 4, 100)]
+    job = Job("a", 1, HUNGRY, (2, 10), placement={"n0": 1}, restart_s=300)
+    res = _solve(_inst(nodes, [job]))
+    assert res.objective == pytest.approx(2.0)
+
+
+def test_gpu_types_and_speed():
+    """The job takes the faster type when both fit; a disallowed type is never used."""
+    nodes = [Node("p", "P100", 1, 4, 100), Node("v", "V100", 1, 4, 100)]
+    fast = Job("a", 1, FLAT, (1, 10), gpu_speed={"V100": 1.0, "P100": 0.5})
+    only_p = Job("b", 1, FLAT, (1, 10), gpu_speed={"P100": 0.6})
+    res = _solve(_inst(nodes, [fast, only_p]))
+    assert dict(res.schedule.jobs["a"].nodes) == {"v": 1}
+    assert dict(res.schedule.jobs["b"].nodes) == {"p": 1}
+    assert res.objective == pytest.approx(1.6)
+
+
+def test_pareto_reduction_drops_dominated_points():
+    prof = Profile((1, 2), (10, 20), ((1.0, 1.0), (2.0, 2.0)))
+    pts = pareto_points(Job("a", 1, prof, (1, 10)), fair=False)
+    assert [(p.cpus, p.mem) for p in pts] == [(1, 10), (2, 10)]
+    assert len(pareto_points(Job("b", 1, FLAT, (2, 10)), fair=False)) == 1
+
+
+def test_deterministic_with_seed_and_deterministic_time():
+    nodes = [Node(f"n{i}", "V100", 4, 10, 100) for i in range(3)]
+    jobs = [Job(f"j{k}", 1 + k % 3, HUNGRY if k % 2 else FLAT, (2, 10), weight=1 + k / 7) for k in range(12)]
+    inst = _inst(nodes, jobs)
+    a = CpSatSolver().solve(inst, time_limit=10, seed=3, num_workers=2, deterministic_time=0.5)
+    b = CpSatSolver().solve(inst, time_limit=10, seed=3, num_workers=2, deterministic_time=0.5)
+    assert a.schedule.to_dict() == b.schedule.to_dict()
+
+
+def test_time_limit_respected_with_status():
+    """A round too big to build in 0.3 s returns the greedy schedule, in time, marked TIME_LIMIT."""
+    nodes = [Node(f"n{i}", "V100", 8, 48, 500) for i in range(128)]
+    jobs = [Job(f"j{k}", 1, HUNGRY if k % 2 else FLAT, (2, 10), weight=1 + (k % 13) / 13) for k in range(1500)]
+    inst = _inst(nodes, jobs)
+    res = solve_round(inst, solver="cpsat", time_limit=0.3, seed=0, num_workers=1)
+    assert res.time_s < 0.3 + 0.5
+    assert res.status is Status.TIME_LIMIT
+    assert res.objective > 0
+
+
+def test_hint_is_used():
+    """The caller's hint is the starting incumbent (reported as hint_objective)."""
+    nodes = [Node("n0", "V100", 2, 6, 100)]
+    inst = _inst(nodes, [Job("a", 1, HUNGRY, (2, 10)), Job("b", 1, FLAT, (2, 10))])
+    hint = Schedule("t", {"a": Assignment({"n0": 1}, 4, 10), "b": Assignment({"n0": 1}, 2, 10)})
+    res = solve_round(inst, solver="cpsat", time_limit=5, seed=0, hint=hint, num_workers=1, greedy_hint=False)
+    assert res.stats["hint_objective"] == pytest.approx(3.0)
+    assert res.objective == pytest.approx(3.0)
+
+
+def test_unknown_option_refused():
+    inst = _inst([Node("n0", "V100", 1, 4, 10)], [Job("a", 1, FLAT, (1, 10))])
+    with pytest.raises(InputError, match="bogus"):
+        solve_round(inst, solver="cpsat", time_limit=1, bogus=1)
+
+
+def test_scaling_bound_is_proven_and_overflow_refused():
+    sc = ValueScale.for_values([0.5, 2.0], max_total=10.0, max_terms=4)
+    assert sc.bound(sc.to_int(0.5) + sc.to_int(2.0)) >= 2.5
+    assert math.log2(sc.scale).is_integer()
+    with pytest.raises(InputError):
+        ValueScale.for_values([1e-12, 1e9], max_total=1e12, max_terms=2)
+
+
+def test_empty_and_trivial_rounds():
+    inst = _inst([Node("n0", "V100", 0, 0, 0)], [Job("a", 1, FLAT, (1, 10))])
+    res = _solve(inst)
+    assert res.objective == 0 and len(res.schedule) == 0

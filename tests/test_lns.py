@@ -1,0 +1,69 @@
+"""The CP-SAT large-neighbourhood search."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from optsched.errors import InputError
+from optsched.heuristics.lns import LargeNeighbourhoodSearch, sub_instance
+from optsched.model import Instance, Job, Node, Profile, Round
+from optsched.result import Status
+from optsched.schedule import Assignment, Schedule
+from optsched.solve import solve_round
+from optsched.values import schedule_value
+
+HUNGRY = Profile((1, 2, 4), (10,), ((0.5,), (1.0,), (2.0,)))
+FLAT = Profile((1, 2, 4), (10,), ((1.0,), (1.0,), (1.0,)))
+
+
+def _round(n_nodes=6, n_jobs=30):
+    nodes = [Node(f"n{i}", "V100" if i % 2 else "P100", 4, 8, 100) for i in range(n_nodes)]
+    jobs = [Job(f"j{k}", 1 + (k % 5 == 0), HUNGRY if k % 2 else FLAT, (2, 10), weight=1 + (k % 7) / 7,
+                gpu_speed={"V100": 1.0, "P100": 0.6}, spread_factor=0.9) for k in range(n_jobs)]
+    return Instance("lns", tuple(nodes), tuple(jobs), Round())
+
+
+def test_lns_improves_on_its_start_and_stays_feasible():
+    inst = _round()
+    res = solve_round(inst, solver="lns", time_limit=2.0, seed=1)  # solve_round runs the checker
+    assert res.status is Status.FEASIBLE
+    assert res.bound is None
+    assert res.objective >= res.stats["start_objective"] - 1e-9
+    exact = solve_round(inst, solver="cpsat", time_limit=5.0, seed=0, num_workers=2)
+    assert res.objective <= exact.bound + 1e-9
+
+
+def test_lns_respects_time_limit_and_is_reproducible_in_steps():
+    inst = _round(8, 40)
+    t0 = time.perf_counter()
+    LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0)
+    assert time.perf_counter() - t0 < 1.5
+
+
+def test_lns_keeps_a_better_hint():
+    """Starting from the optimum, lns returns a schedule worth at least as much."""
+    nodes = [Node("n0", "V100", 2, 6, 100)]
+    inst = Instance("h", tuple(nodes), (Job("a", 1, HUNGRY, (2, 10)), Job("b", 1, FLAT, (2, 10))), Round())
+    hint = Schedule("h", {"a": Assignment({"n0": 1}, 4, 10), "b": Assignment({"n0": 1}, 2, 10)})
+    res = solve_round(inst, solver="lns", time_limit=0.5, seed=0, hint=hint)
+    assert res.objective == pytest.approx(3.0)
+
+
+def test_sub_instance_folds_restart_into_weight_and_fixes_outside_jobs():
+    nodes = [Node("n0", "V100", 2, 8, 100), Node("n1", "V100", 2, 8, 100)]
+    mover = Job("m", 1, FLAT, (1, 10), placement={"n1": 1}, restart_s=60)
+    split = Job("s", 2, FLAT, (1, 10))
+    inst = Instance("x", tuple(nodes), (mover, split), Round(300.0))
+    sched = Schedule("x", {"s": Assignment({"n0": 1, "n1": 1}, 2, 10)})
+    sub, ids = sub_instance(inst, sched, ["n0"], ["m"])
+    assert ids == ["m"]
+    assert sub.nodes[0].gpus == 1 and sub.nodes[0].cpus == 6
+    assert sub.jobs[0].weight == pytest.approx(0.8) and sub.jobs[0].placement is None
+    assert schedule_value(inst, sched) == pytest.approx(0.9 ** 0 * 1.0 * 1.0)
+
+
+def test_unknown_option_refused():
+    with pytest.raises(InputError, match="bogus"):
+        LargeNeighbourhoodSearch().solve(_round(2, 2), time_limit=0.5, seed=0, bogus=True)
