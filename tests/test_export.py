@@ -52,6 +52,7 @@ def test_highs_solves_exported_file_to_same_optimum(tmp_path: Path, fmt: str, fa
     assert _close(value, solve_round(inst, solver="scip", time_limit=20.0).objective)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_pulp_cbc_solves_exported_mps_to_same_optimum(tmp_path: Path) -> None:
     import pulp
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched import check_schedule, solve_round
+from optsched import check_schedule, load_instance, solve_round
 from optsched.mip.bound import lp_bound
 from optsched.mip.data import RoundData, pareto_points
 from optsched.mip.description import build
@@ -437,3 +438,51 @@ def test_round_data_options_respect_gpu_speed_and_capacity() -> None:
     assert {types[t] for t, _ in d.options} == {"K80"}
     big = replace(inst, jobs=(replace(inst.jobs[0], gpus=9),))
     assert RoundData(big).jobs[0].options == {}
+
+
+# --- the instance library -------------------------------------------------------------------------
+
+LIBRARY = Path(__file__).resolve().parents[1] / "instances"
+
+
+@pytest.mark.parametrize("path", sorted((LIBRARY / "tiny").glob("*.json")), ids=lambda p: p.stem)
+def test_tiny_library_all_exact_solvers_agree(path: Path) -> None:
+    """cpsat == scip == cbc == pulp (1e-6 relative) on every tiny library round; lp_bound >= optimum."""
+    inst = load_instance(path)
+    results = {s: solve_round(inst, solver=s, time_limit=20.0, seed=0) for s in ("cpsat", *MIP_SOLVERS)}
+    ref = results["scip"].objective
+    for s, r in results.items():
+        assert r.status is Status.OPTIMAL, s
+        assert _close(r.objective, ref), (s, r.objective, ref)
+    assert lp_bound(inst) >= ref - REL * ref
+
+
+def test_small_library_round_mip_solvers_agree() -> None:
+    """scip == cbc == pulp on the smallest 'small' library round (4 nodes, 12 jobs), all proven optimal."""
+    path = LIBRARY / "small" / "s-4n-12j-01.json"
+    if not path.exists():
+        pytest.skip("instance library not present")
+    inst = load_instance(path)
+    values = {}
+    for s in MIP_SOLVERS:
+        r = solve_round(inst, solver=s, time_limit=30.0, seed=0)
+        assert r.status is Status.OPTIMAL, s
+        values[s] = r.objective
+    assert all(_close(v, values["scip"]) for v in values.values()), values
+
+
+@pytest.mark.slow
+def test_lp_bound_is_fast_on_a_large_round() -> None:
+    """1,024 nodes x 4,000 jobs, three GPU types: lp_bound in a few seconds (prints the time)."""
+    import time
+
+    from optsched.gen import generate
+
+    inst = generate(1024, 4000, seed=1, gpu_types=("V100", "P100", "K80"), grid="coarse", running_fraction=0.3, restrict_fraction=0.2)
+    start = time.perf_counter()
+    bound = lp_bound(inst)
+    elapsed = time.perf_counter() - start
+    print(f"lp_bound 1024x4000: {bound:.6g} in {elapsed:.2f}s")
+    assert elapsed < 15.0
+    heuristic = solve_round(inst, method="heuristic", time_limit=10.0, seed=0)
+    assert bound >= heuristic.objective - 1e-6 * bound
