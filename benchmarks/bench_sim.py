@@ -46,9 +46,10 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 #: offered load (GPU demand / supply over the arrival span) per load level
 LOADS = {"moderate": 0.8, "high": 1.6}
 POLICIES = ("las", "fifo")
-ALLOCATORS = ("fixed-demand", "fungible-greedy", "lns", "cpsat")
+#: ``cpsat@demand`` is CP-SAT with every job held at its fixed demand: exact packing, no fungibility
+ALLOCATORS = ("fixed-demand", "fungible-greedy", "lns", "cpsat@demand", "cpsat")
 INTEGRATED = "cpsat"
-BASELINES = ("fixed-demand", "fungible-greedy")
+BASELINES = ("fixed-demand", "fungible-greedy", "cpsat@demand")
 
 
 def _setup(workload: str, load: str, seed: int) -> Any:
@@ -67,7 +68,7 @@ def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, ti
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"
     cfg = SimConfig(name=name, progress=False)
-    opts = {"num_workers": 1} if allocator in ("cpsat", "lns") else {}
+    opts = {"num_workers": 1} if allocator.partition("@")[0] in ("cpsat", "lns") else {}
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
     res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed}
     path = Path(out) / f"{name}.json"
