@@ -121,3 +121,21 @@ def test_simulate_verb_refuses_bad_input(tmp_path):
         run(parser.parse_args([str(trace), "--start", "1d", "--no-progress"]))
     with pytest.raises(InputError, match="solver"):
         run(parser.parse_args([str(trace), "--allocator", "magic", "--no-progress"]))
+
+
+def test_simulate_verb_with_the_exact_allocator(tmp_path, capsys):
+    pytest.importorskip("optsched.exact.cpsat")
+    pytest.importorskip("optsched.catalogue")
+    from optsched.cli import main
+
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    out = tmp_path / "out"
+    rc = main(["simulate", str(trace), "--cluster", "2x8", "--cpus", "48", "--policy", "las", "--allocator", "cpsat,cpsat@demand",
+               "--time-limit", "2", "-o", str(out), "--check", "--no-progress", "--plot", "--seed", "4"])
+    assert rc == 0
+    assert "las/cpsat@demand" in capsys.readouterr().out
+    docs = {a: json.loads((out / f"las-{a}-s4.metrics.json").read_text()) for a in ("cpsat", "cpsat@demand")}
+    assert all(d["metrics"]["finished"] == 5 for d in docs.values())
+    assert docs["cpsat"]["run"]["checked_rounds"] > 0
+    assert (out / "runs.png").exists()
