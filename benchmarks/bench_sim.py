@@ -155,8 +155,9 @@ def report(out: Path) -> str:
             ms = list(by_alloc[a].values())
 
             def ci(k: str, scale: float = 3600.0, ms: list[dict[str, Any]] = ms) -> str:
-                m, h = mean_ci([x[k] / scale for x in ms if x.get(k) is not None])
-                return "-" if m != m else f"{m:.3g} ± {h:.2g}"
+                vals = [x[k] / scale for x in ms if x.get(k) is not None]
+                m, h = mean_ci(vals)
+                return "-" if m != m else f"{m:.3g}" if len(vals) == 1 else f"{m:.3g} ± {h:.2g}"
 
             unfinished = sum(x["unfinished"] for x in ms)
             lines.append(f"| {a} | {ci('avg_jct_s')} | {ci('p99_jct_s')} | {ci('makespan_s')} | {ci('avg_queueing_delay_s')} | "
@@ -169,8 +170,11 @@ def report(out: Path) -> str:
                 common = sorted(set(by_alloc[INTEGRATED]) & set(by_alloc[base]))
                 for k, label in (("avg_jct_s", "average JCT"), ("makespan_s", "makespan")):
                     vals = [compare(by_alloc[INTEGRATED][s][k], by_alloc[base][s][k]) for s in common]
-                    m, h = mean_ci([v for v in vals if v is not None])
-                    lines.append(f"- integrated-fungible ({INTEGRATED}) vs {base}: {label} {m:+.1f} % ± {h:.1f} (positive = better; {len(common)} seeds)")
+                    vals = [v for v in vals if v is not None]
+                    m, h = mean_ci(vals)
+                    ci_text = f" ± {h:.1f}" if len(vals) > 1 else ""
+                    lines.append(f"- integrated-fungible ({INTEGRATED}) vs {base}: {label} {m:+.1f} %{ci_text} lower "
+                                 f"(per-seed improvement, mean{' ± 95 % CI' if len(vals) > 1 else ''}; {len(common)} seeds)")
         lines.append("")
     return "\n".join(lines)
 
