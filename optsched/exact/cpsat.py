@@ -93,7 +93,7 @@ class RoundModel:
     u: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
     ge: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (j, k): uses >= k nodes
     stay: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    val: dict[int, cp_model.IntVar] = field(default_factory=dict)  # value of a split job
+    pen: dict[int, cp_model.IntVar] = field(default_factory=dict)  # spread/restart loss of a split job
     k_max: dict[int, int] = field(default_factory=dict)
     by_job_sp: dict[int, list[tuple[int, str, int]]] = field(default_factory=dict)
     ub: dict[tuple[int, int, int], int] = field(default_factory=dict)  #: upper bound of each y
@@ -217,7 +217,7 @@ class RoundModel:
             for k in range(3, kmax + 1):
                 self.ge[(d.index, k)] = self.model.new_bool_var(f"ge[{d.index},{k}]")
             best = max(self.scale.to_int(d.value(inst, t, p, 2, False)) for (_j, t, p) in keys)
-            self.val[d.index] = self.model.new_int_var(0, best, f"val[{d.index}]")
+            self.pen[d.index] = self.model.new_int_var(0, best, f"pen[{d.index}]")
 
     # --- constraints -------------------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ class RoundModel:
         self._u_of: dict[int, list[cp_model.IntVar]] = {}
         for (j, _n), lit in self.u.items():
             self._u_of.setdefault(j, []).append(lit)
-        for j, val in self.val.items():
+        for j, pen in self.pen.items():
             d = self.data[j]
             job = d.job
             keys = self.by_job_sp[j]
@@ -294,17 +294,20 @@ class RoundModel:
                     self.model.add(sum(ys) == g).only_enforce_if(stay)
                 sps = [self.sp[key] for key in keys if key[1] == t0]
                 self.model.add(sum(sps) == 1).only_enforce_if(stay)
-            # valid everywhere (the best case: not moved, two nodes), then case by case
-            self.model.add(val <= sum(self.scale.to_int(d.value(inst, t, p, 2, False)) * self.sp[(j, t, p)]
-                                      for (_j, t, p) in keys))
+            # the objective pays the best case (two nodes, not moved); pen takes back the difference
+            top = {key: self.scale.to_int(d.value(inst, key[1], key[2], 2, False)) for key in keys}
             if can_stay:
                 cases = [(False, [self.stay[j]]), (True, [self.stay[j].Not()])]
             else:
                 cases = [(always_moved, [])]
             for moved, cond in cases:
                 for k in range(2, kmax + 1):
-                    expr = sum(self.scale.to_int(d.value(inst, t, p, k, moved)) * self.sp[(j, t, p)] for (_j, t, p) in keys)
-                    ct = self.model.add(val <= expr)
+                    if k == 2 and not moved:
+                        continue
+                    coefs = [top[key] - self.scale.to_int(d.value(inst, key[1], key[2], k, moved)) for key in keys]
+                    if not any(coefs):
+                        continue
+                    ct = self.model.add(pen >= cp_model.LinearExpr.weighted_sum([self.sp[key] for key in keys], coefs))
                     lits = list(cond) + ([self.ge[(j, k)]] if k >= 3 else [])
                     if lits:
                         ct.only_enforce_if(lits)
@@ -378,18 +381,20 @@ class RoundModel:
 
     def set_objective(self) -> None:
         """Maximise the scaled worth: whole-mode coefficients plus split-job values."""
-        zk, hk = list(self.z), list(self.h)
-        expr = cp_model.LinearExpr.weighted_sum([self.z[k] for k in zk] + [self.h[k] for k in hk],
-                                                [self.z_coef[k] for k in zk] + [self.h_coef[k] for k in hk])
-        if self.val:
-            expr = expr + sum(self.val.values())
+        zk, hk, sk = list(self.z), list(self.h), list(self.sp)
+        sp_coef = [self.scale.to_int(self.data[j].value(self.instance, t, p, 2, False)) for (j, t, p) in sk]
+        expr = cp_model.LinearExpr.weighted_sum(
+            [self.z[k] for k in zk] + [self.h[k] for k in hk] + [self.sp[k] for k in sk],
+            [self.z_coef[k] for k in zk] + [self.h_coef[k] for k in hk] + sp_coef)
+        if self.pen:
+            expr = expr - sum(self.pen.values())
         self.model.maximize(expr)
 
     # --- hint and solution -------------------------------------------------------------------
 
     def all_variables(self) -> list[cp_model.IntVar]:
         return [*self.z.values(), *self.h.values(), *self.cnt.values(), *self.sp.values(), *self.y.values(), *self.u.values(), *self.ge.values(),
-                *self.stay.values(), *self.val.values()]
+                *self.stay.values(), *self.pen.values()]
 
     def schedule_to_values(self, schedule: Schedule) -> list[tuple[cp_model.IntVar, int]]:
         """Every model variable's value for ``schedule`` (jobs without a matching mode are dropped)."""
@@ -433,7 +438,8 @@ class RoundModel:
             if j in self.stay:
                 vals[self.stay[j].index] = int(stays)
             moved = job.placement is not None and not stays
-            vals[self.val[j].index] = self.scale.to_int(d.value(inst, t, p, k, moved))
+            vals[self.pen[j].index] = (self.scale.to_int(d.value(inst, t, p, 2, False))
+                                       - self.scale.to_int(d.value(inst, t, p, k, moved)))
         return [(var, vals[var.index]) for var in allv]
 
     def canonical(self, schedule: Schedule) -> Schedule:

@@ -27,7 +27,7 @@ from optsched.errors import InputError
 __all__ = ["MAX_OBJECTIVE", "RESOLUTION", "ValueScale"]
 
 #: relative resolution of the smallest positive job value
-RESOLUTION = 1e-7
+RESOLUTION = 1e-5
 #: the scaled objective of any schedule must stay below this (2**50: int64 and doubles are exact)
 MAX_OBJECTIVE = 2**50
 
