@@ -411,7 +411,7 @@ def test_lp_bound_is_above_optimum_and_heuristics() -> None:
             m.load()
         except (ImportError, AttributeError):
             continue  # a heuristic still being written elsewhere
-        h = solve_round(inst, solver=m.name, time_limit=5.0, seed=0)
+        h = solve_round(inst, solver=m.name, time_limit=2.0, seed=0)
         assert h.objective <= opt.objective + 1e-6 * opt.objective, m.name
 
 

@@ -180,6 +180,7 @@ class CbcSolver(_MpSolverMip):
 
     def _configure(self, solver, seed, num_threads, stats):
         stats["seed"] = "ignored (MPSolver's CBC interface takes no solver-specific parameters)"
+        stats["time_limit_clock"] = "cpu (CBC counts CPU seconds: wall time can exceed the limit on a busy machine)"
         stats["threads"] = num_threads
         solver.SetNumThreads(num_threads)
 
@@ -192,6 +193,11 @@ class PulpSolver(_MipSolver):
 
     PuLP reports no dual bound: ``bound`` is the optimum when CBC proves optimality, else ``None``.
     Hints are not passed (the method is registered without them).
+
+    Caveat (measured): PuLP bundles CBC 2.10.3 (2019), which sometimes declares optimality too
+    early: on ``instances/small/s-8n-32j-het-run-01.json`` it reports 43.4118 "optimal" (seed 0)
+    while SCIP finds a schedule worth 43.5884 that the independent checker accepts. Its
+    ``optimal``/``bound`` are therefore CBC's claim, not a certificate; prefer ``scip`` for bounds.
     """
 
     name = "pulp"
