@@ -374,6 +374,14 @@ def test_time_limit_honoured_and_schedule_feasible(cls) -> None:
     assert res.status in (Status.TIME_LIMIT, Status.OPTIMAL)
     if res.status is Status.TIME_LIMIT and res.bound is not None:
         assert res.bound >= res.objective - 1e-6
+    # never worse than the greedy schedule it starts from (returned when the solver found worse or nothing)
+    assert res.objective >= res.stats["greedy_value"] - 1e-9
+    assert res.stats["incumbent_from"] in ("solver", "greedy")
+
+
+def test_greedy_off_gives_the_bare_solver() -> None:
+    res = ScipSolver().solve(hand_instance(), time_limit=10.0, seed=0, greedy=False)
+    assert "greedy_value" not in res.stats and res.stats["hint"] == "none" and res.status is Status.OPTIMAL
 
 
 def test_scip_uses_hint_and_cbc_says_it_ignores_it() -> None:

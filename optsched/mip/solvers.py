@@ -12,6 +12,11 @@ the reading of statuses differ. Each solver:
   solver's proven dual bound (MPSolver ``Objective().BestBound()``); PuLP exposes no dual bound, so
   its ``bound`` is the optimum when CBC proved optimality and ``None`` otherwise.
 
+Greedy (option ``greedy``, default on): the greedy schedule of :mod:`optsched.exact.hint` (the
+one that seeds CP-SAT) is computed first; SCIP gets it as hint when the caller gave none (or a
+worse one), and every solver returns it when time runs out with a worse incumbent or none
+(``stats["incumbent_from"]`` says ``"greedy"``). ``greedy=False`` measures the bare solver.
+
 Hints: SCIP takes them (``MPSolver.SetHint``, the hint schedule encoded column by column). CBC
 through MPSolver silently drops hints, so :class:`CbcSolver` does not pass them and says
 ``hint: "ignored (MPSolver's CBC interface drops hints)"`` in ``stats``. PuLP is registered without
@@ -41,7 +46,7 @@ __all__ = ["CbcSolver", "PulpSolver", "ScipSolver"]
 MIP_GAP = 1e-9
 #: seconds kept back from the time limit for reading the solution and checking it
 _RESERVE_S = 0.05
-_KNOWN_OPTIONS = frozenset({"num_threads", "log"})
+_KNOWN_OPTIONS = frozenset({"num_threads", "log", "greedy"})
 
 
 class _MipSolver:
@@ -56,15 +61,30 @@ class _MipSolver:
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise InputError("num_threads", num_threads, "must be a positive integer")
         start = time.perf_counter()
+        stats: dict[str, Any] = {}
+        fallback = Schedule.empty(instance.name)
+        if options.get("greedy", True):
+            from optsched.exact.hint import greedy_schedule
+
+            fallback = greedy_schedule(instance)
+            stats["greedy_value"] = schedule_value(instance, fallback)
+            stats["greedy_s"] = time.perf_counter() - start
+        t0 = time.perf_counter()
         mip = build(instance)
-        stats: dict[str, Any] = {"build_s": time.perf_counter() - start, **mip.model.stats()}
+        stats.update(build_s=time.perf_counter() - t0, **mip.model.stats())
         if mip.model.num_vars == 0:  # no job fits anywhere: the empty schedule is optimal
             return self._result(instance, Schedule.empty(instance.name), Status.OPTIMAL, 0.0, start, stats)
         left = time_limit - (time.perf_counter() - start) - _RESERVE_S
         if left <= 0:
             stats["stopped"] = "time limit reached while building the model"
-            return self._result(instance, Schedule.empty(instance.name), Status.TIME_LIMIT, None, start, stats)
+            return self._result(instance, fallback, Status.TIME_LIMIT, None, start, stats, "greedy")
+        if self.takes_hint and len(fallback) and (hint is None or schedule_value(instance, hint) < stats["greedy_value"]):
+            hint, stats["hint_from"] = fallback, "greedy"
+        elif hint is not None:
+            stats["hint_from"] = "caller"
         schedule, status, bound = self._solve(mip, left, seed, hint, num_threads, bool(options.get("log")), stats)
+        if status is not Status.OPTIMAL and len(fallback) and schedule_value(instance, schedule) < stats["greedy_value"]:
+            return self._result(instance, fallback, status, bound, start, stats, "greedy")
         return self._result(instance, schedule, status, bound, start, stats)
 
     def _solve(
@@ -73,8 +93,16 @@ class _MipSolver:
         raise NotImplementedError
 
     def _result(
-        self, instance: Instance, schedule: Schedule, status: Status, bound: float | None, start: float, stats: dict[str, Any]
+        self,
+        instance: Instance,
+        schedule: Schedule,
+        status: Status,
+        bound: float | None,
+        start: float,
+        stats: dict[str, Any],
+        source: str = "solver",
     ) -> Result:
+        stats["incumbent_from"] = source
         report = check_schedule(instance, schedule)
         if report:
             from optsched.solve import SolverBug
