@@ -29,10 +29,12 @@ def test_lns_improves_on_its_start_and_stays_feasible():
     inst = _round()
     res = solve_round(inst, solver="lns", time_limit=2.0, seed=1)  # solve_round runs the checker
     assert res.status is Status.FEASIBLE
-    assert res.bound is None
+    assert res.bound is not None and res.bound >= res.objective  # the LP bound (solve_round checks it too)
     assert res.objective >= res.stats["start_objective"] - 1e-9
     exact = solve_round(inst, solver="cpsat", time_limit=5.0, seed=0, num_workers=2)
     assert res.objective <= exact.bound + 1e-9
+    assert exact.objective <= res.bound + 1e-9
+    assert solve_round(inst, solver="lns", time_limit=0.5, seed=1, bound=False).bound is None
 
 
 def test_lns_respects_time_limit_and_is_reproducible_in_steps():

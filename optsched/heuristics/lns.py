@@ -1,10 +1,13 @@
 """``lns``: large-neighbourhood search over the exact CP-SAT round model.
 
 Start from the best of the caller's hint and the greedy schedules, then repeat until the time
-limit: free a neighbourhood — a few nodes of one GPU type, the jobs that sit only on them, and
-some waiting jobs that may use that type — and re-optimise it exactly with the CP-SAT model
+limit: free a neighbourhood — a few nodes (of one GPU type in half the steps, of any type in the
+others), the jobs that sit only on them, and some waiting jobs that may use them (the best by
+value per GPU and a random sample) — and re-optimise it exactly with the CP-SAT model
 (:mod:`optsched.exact.cpsat`) on a *sub-instance*: those nodes with the room the fixed jobs
 leave, those jobs, the incumbent's restriction as hint. An improvement replaces the incumbent.
+The neighbourhood grows by a node while sub-problems are proven optimal in under half their
+time and shrinks when they are not.
 
 The sub-instance is exact for the freed part: a job that runs elsewhere now and would have to
 move to enter the neighbourhood gets its restart factor folded into its weight.
@@ -33,6 +36,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "nodes": 4,  # nodes freed per neighbourhood
     "extra_jobs": 16,  # waiting jobs offered to a neighbourhood
     "sub_time": 0.5,  # seconds per sub-problem at most
+    "bound": True,  # report the LP-relaxation bound (optsched.mip.bound.lp_bound) when it is cheap
 }
 
 _RESERVE_S = 0.1
@@ -124,6 +128,8 @@ class LargeNeighbourhoodSearch:
         incumbent, value = starts[best][1], values[best]
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
 
+        # the LP bound first, with at most a fifth of the time; the search gets the rest
+        bound = _lp_bound(instance, start + 0.2 * time_limit, stats) if opts["bound"] else None
         data = job_data(instance)
         by_type: dict[str, list[str]] = {}
         for n in instance.nodes:
@@ -131,19 +137,21 @@ class LargeNeighbourhoodSearch:
                 by_type.setdefault(n.gpu_type, []).append(n.id)
         density = {d.job.id: d.best / d.job.gpus for d in data}
         allowed = {d.job.id: set(d.types) for d in data}
-        types = [t for t in by_type if by_type[t]]
+        all_nodes = [n for t in by_type for n in by_type[t]]
+        size = opts["nodes"]
         sub = CpSatSolver()
-        while types and time.perf_counter() + 0.05 < deadline:
+        while all_nodes and time.perf_counter() + 0.05 < deadline:
             stats["steps"] += 1
-            t = rng.choice(types)
-            pool = by_type[t]
-            node_ids = rng.sample(pool, min(opts["nodes"], len(pool)))
-            waiting = [j for j in allowed if j not in incumbent.jobs and t in allowed[j]]
+            # half the steps free nodes of one type, half nodes of any type (jobs may change type)
+            pool = by_type[rng.choice(list(by_type))] if rng.random() < 0.5 else all_nodes
+            node_ids = rng.sample(pool, min(size, len(pool)))
+            types = {instance.node(n).gpu_type for n in node_ids}
+            waiting = [j for j in allowed if j not in incumbent.jobs and allowed[j] & types]
             waiting.sort(key=lambda j: -density[j])
-            half = opts["extra_jobs"] // 2
-            extra = waiting[:half]
-            rest = waiting[half:]
-            extra += rng.sample(rest, min(len(rest), opts["extra_jobs"] - len(extra)))
+            n_extra = max(1, opts["extra_jobs"] * size // opts["nodes"])  # offered jobs grow with the nodes
+            extra = waiting[: n_extra // 2]
+            rest = waiting[n_extra // 2:]
+            extra += rng.sample(rest, min(len(rest), n_extra - len(extra)))
             sub_inst, ids = sub_instance(instance, incumbent, node_ids, extra)
             if not ids:
                 continue
@@ -153,6 +161,11 @@ class LargeNeighbourhoodSearch:
                 break
             res = sub.solve(sub_inst, time_limit=budget, seed=rng.randrange(2**31), hint=sub_hint,
                             num_workers=opts["num_workers"], greedy_hint=False)
+            # adapt: grow the neighbourhood while sub-problems are proven quickly, shrink when not
+            if res.status is Status.OPTIMAL and res.time_s < budget / 2:
+                size = min(size + 1, len(all_nodes))
+            elif res.status is not Status.OPTIMAL:
+                size = max(2, size - 1)
             jobs = {j: a for j, a in incumbent.jobs.items() if j not in ids}
             jobs.update(res.schedule.jobs)
             candidate = Schedule(instance.name, jobs)
@@ -160,5 +173,29 @@ class LargeNeighbourhoodSearch:
             if cand_value > value + 1e-9:
                 incumbent, value = candidate, cand_value
                 stats["improvements"] += 1
+        stats["final_nodes"] = size
+        if bound is not None:
+            bound = max(bound, value)
         stats["time_s"] = time.perf_counter() - start
-        return Result(incumbent, Status.FEASIBLE, value, None, self.name, "heuristic", time.perf_counter() - start, stats)
+        return Result(incumbent, Status.FEASIBLE, value, bound, self.name, "heuristic", time.perf_counter() - start, stats)
+
+
+#: relative slack added to an LP bound (GLOP answers within 1e-7 relative feasibility tolerances)
+_LP_SLACK = 1e-6
+
+
+def _lp_bound(instance: Instance, until: float, stats: dict[str, Any]) -> float | None:
+    """The LP-relaxation bound if it can be had before ``until`` (perf_counter), else ``None``."""
+    from optsched.mip.bound import lp_bound
+
+    left = until - time.perf_counter()
+    if left <= 0.05:
+        return None
+    t0 = time.perf_counter()
+    try:
+        b = lp_bound(instance, time_limit=left)
+    except RuntimeError as e:  # the LP hit its time limit: no proven bound this time
+        stats["bound_note"] = str(e)
+        return None
+    stats["bound_s"] = time.perf_counter() - t0
+    return b * (1 + _LP_SLACK) + _LP_SLACK
