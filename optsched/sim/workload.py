@@ -25,7 +25,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -226,8 +226,6 @@ def _time(path: Path, row: int, col: str, text: str | None) -> float:
     except ValueError:
         raise InputError(f"{path.name}[row {row}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
     if dt.tzinfo is None:
-        from datetime import UTC
-
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
