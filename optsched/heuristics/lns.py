@@ -29,7 +29,7 @@ from optsched.result import Result, Status
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
-__all__ = ["LargeNeighbourhoodSearch"]
+__all__ = ["LargeNeighbourhoodSearch", "lp_bound_within", "sub_instance"]
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "num_workers": 1,  # CP-SAT workers per sub-problem
@@ -129,7 +129,7 @@ class LargeNeighbourhoodSearch:
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
 
         # the LP bound first, with at most a fifth of the time; the search gets the rest
-        bound = _lp_bound(instance, start + 0.2 * time_limit, stats) if opts["bound"] else None
+        bound = lp_bound_within(instance, start + 0.2 * time_limit, stats) if opts["bound"] else None
         data = job_data(instance)
         by_type: dict[str, list[str]] = {}
         for n in instance.nodes:
@@ -184,7 +184,7 @@ class LargeNeighbourhoodSearch:
 _LP_SLACK = 1e-6
 
 
-def _lp_bound(instance: Instance, until: float, stats: dict[str, Any]) -> float | None:
+def lp_bound_within(instance: Instance, until: float, stats: dict[str, Any]) -> float | None:
     """The LP-relaxation bound if it can be had before ``until`` (perf_counter), else ``None``."""
     from optsched.mip.bound import lp_bound
 
