@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -158,3 +159,26 @@ def test_empty_and_trivial_rounds():
     inst = _inst([Node("n0", "V100", 0, 0, 0)], [Job("a", 1, FLAT, (1, 10))])
     res = _solve(inst)
     assert res.objective == 0 and len(res.schedule) == 0
+
+
+def test_running_split_job_stays_and_keeps_full_value():
+    """A 4-GPU job running 2+2 on n0/n1 stays there (worth 0.9, no restart cost); moving it to
+    n2+n3 would cost half. A 1-GPU newcomer takes n2."""
+    nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(4)]
+    run = Job("a", 4, FLAT, (1, 10), spread_factor=0.9, placement={"n0": 2, "n1": 2}, restart_s=150)
+    new = Job("b", 1, FLAT, (1, 10))
+    res = _solve(_inst(nodes, [run, new]))
+    assert res.status is Status.OPTIMAL
+    assert dict(res.schedule.jobs["a"].nodes) == {"n0": 2, "n1": 2}
+    assert res.objective == pytest.approx(0.9 + 1.0)
+
+
+def test_split_job_moving_pays_restart():
+    """The running split job's nodes are taken by two heavier whole jobs; it moves (x 0.5)."""
+    nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(4)]
+    run = Job("a", 4, FLAT, (1, 10), spread_factor=0.9, placement={"n0": 2, "n1": 2}, restart_s=150,
+              gpu_speed={"V100": 1.0})
+    heavy = [Job(f"h{k}", 2, FLAT, (1, 10), weight=5.0) for k in range(2)]
+    pinned = [replace(h, placement={f"n{k}": 2}, restart_s=300) for k, h in enumerate(heavy)]
+    res = _solve(_inst(nodes, [run, *pinned]))
+    assert res.objective == pytest.approx(5.0 + 5.0 + 0.9 * 0.5)
