@@ -2,14 +2,16 @@
 
 The math is in ``formulations/integrated.md``; each constraint family there names the method of
 :class:`RoundModel` that builds it. In short: a job runs *whole* on one node at one (type,
-Pareto point) mode — a boolean ``w[j,n,p]`` whose objective coefficient already includes the
-restart cost — or *split* over several nodes of one type at one point (``sp[j,t,p]`` with
-integer GPU counts ``y[j,n,p]``, node-use booleans ``u`` and a value variable capped by the
-spread factor of the number of nodes used). Capacities are then linear. Identical nodes are
-ordered by use and identical jobs by selection; a complete greedy hint seeds the search.
+Pareto point) mode — a boolean ``z[j,t,p]``, with per-node counts ``N[n,r]`` of each footprint
+``r`` deciding which node (whole jobs of one footprint are interchangeable for capacity), or
+``h[j,p]`` for a running job staying home — or *split* over several nodes of one type at one
+point (``sp[j,t,p]`` with integer GPU counts ``y[j,n,p]``, node-use booleans ``u`` and a
+penalty for spreading and moving). Capacities are then linear. Identical jobs are ordered by
+selection; a complete hint (greedy, the caller's, and on larger rounds an lns warm start)
+seeds the search; an LP-relaxation bound backs CP-SAT's when it proves nothing.
 
 The solver never exceeds its time limit: building checks the clock and, if the budget runs out,
-returns the greedy (or the caller's) schedule with status ``TIME_LIMIT``.
+returns the best hint schedule with status ``TIME_LIMIT``.
 """
 
 from __future__ import annotations
