@@ -1,0 +1,91 @@
+"""Cluster state and packing helpers shared by the fast heuristics.
+
+:class:`Cluster` holds the free GPUs, CPUs and memory of every node as numpy arrays, so a best-fit
+query over all nodes of a GPU type is one vectorised pass (O(nodes of that type)) instead of a
+Python loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from optsched.model import Instance, Job
+
+__all__ = ["Cluster", "job_order", "types_by_speed"]
+
+
+def job_order(instance: Instance) -> list[Job]:
+    """Jobs by weight (descending); ties: running jobs first, then by id (deterministic)."""
+    return sorted(instance.jobs, key=lambda j: (-j.weight, not j.running, j.id))
+
+
+def types_by_speed(instance: Instance, job: Job) -> list[str]:
+    """The GPU types present in the cluster that ``job`` may use, fastest first (ties by name)."""
+    out = [(job.speed(t), t) for t in sorted(instance.gpu_types) if job.speed(t) is not None]
+    return [t for _, t in sorted(out, key=lambda p: (-p[0], p[1]))]
+
+
+class Cluster:
+    """Free capacity per node, updated as jobs are placed."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.ids = [n.id for n in instance.nodes]
+        self.gpu = np.array([n.gpus for n in instance.nodes], dtype=np.int64)
+        self.cpu = np.array([n.cpus for n in instance.nodes], dtype=np.int64)
+        self.mem = np.array([n.mem_gb for n in instance.nodes], dtype=np.int64)
+        types = [n.gpu_type for n in instance.nodes]
+        self.by_type = {t: np.array([i for i, x in enumerate(types) if x == t], dtype=np.int64) for t in set(types)}
+
+    def fits_at(self, nodes: Mapping[str, int], c: int, m: int) -> bool:
+        """Whether the node -> GPUs map fits in the free capacity at grid point (c, m)."""
+        for nid, k in nodes.items():
+            i = self.instance.node_idx(nid)
+            if self.gpu[i] < k or self.cpu[i] < c * k or self.mem[i] < m * k:
+                return False
+        return True
+
+    def take(self, nodes: Mapping[str, int], c: int, m: int, sign: int = 1) -> None:
+        """Reserve (sign=1) or release (sign=-1) the capacity of a placement at (c, m)."""
+        for nid, k in nodes.items():
+            i = self.instance.node_idx(nid)
+            self.gpu[i] -= sign * k
+            self.cpu[i] -= sign * c * k
+            self.mem[i] -= sign * m * k
+
+    def best_fit(self, gpu_type: str, g: int, c: int, m: int) -> dict[str, int] | None:
+        """Place a gang of ``g`` GPUs at (c, m) on nodes of ``gpu_type``.
+
+        One node when any fits: the one with fewest leftover GPUs, then CPUs, then memory, then
+        lowest index. Otherwise split over the fewest nodes (largest per-node capacities first).
+        ``None`` when the type's total capacity is too small.
+        """
+        idx = self.by_type.get(gpu_type)
+        if idx is None or idx.size == 0:
+            return None
+        fg, fc, fm = self.gpu[idx], self.cpu[idx], self.mem[idx]
+        cap = fg.copy()
+        if c > 0:
+            cap = np.minimum(cap, fc // c)
+        if m > 0:
+            cap = np.minimum(cap, fm // m)
+        whole = np.nonzero(cap >= g)[0]
+        if whole.size:
+            key = np.lexsort((whole, fm[whole] - m * g, fc[whole] - c * g, fg[whole] - g))
+            return {self.ids[int(idx[whole[key[0]]])]: g}
+        if int(cap.sum()) < g:
+            return None
+        order = np.lexsort((np.arange(cap.size), -cap))
+        out: dict[str, int] = {}
+        left = g
+        for o in order:
+            k = int(min(cap[o], left))
+            if k <= 0:
+                break
+            out[self.ids[int(idx[o])]] = k
+            left -= k
+            if left == 0:
+                break
+        return out

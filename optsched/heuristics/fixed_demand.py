@@ -1,0 +1,54 @@
+"""``fixed-demand``: the two-stage baseline (weight order, fixed demand per GPU, best fit).
+
+See ``formulations/heuristics.md``. Running jobs keep their placement when it still fits at their
+demand; otherwise each job goes to the fastest allowed GPU type where it fits, best fit on one
+node, split over the fewest nodes only when no single node fits.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from optsched.heuristics.common import Cluster, job_order, types_by_speed
+from optsched.model import Instance
+from optsched.result import Result, Status
+from optsched.schedule import Assignment, Schedule
+from optsched.values import schedule_value
+
+__all__ = ["FixedDemand", "fixed_demand_schedule"]
+
+
+def fixed_demand_schedule(instance: Instance) -> Schedule:
+    """The fixed-demand baseline's schedule (deterministic, always feasible)."""
+    cl = Cluster(instance)
+    out: dict[str, Assignment] = {}
+    for job in job_order(instance):
+        c, m = job.demand
+        allowed = types_by_speed(instance, job)
+        nodes = None
+        if job.placement is not None:
+            ptypes = {instance.node(n).gpu_type for n in job.placement}
+            if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, c, m):
+                nodes = dict(job.placement)
+        for t in allowed:
+            if nodes is not None:
+                break
+            nodes = cl.best_fit(t, job.gpus, c, m)
+        if nodes is None:
+            continue
+        cl.take(nodes, c, m)
+        out[job.id] = Assignment(nodes=nodes, cpus_per_gpu=c, mem_per_gpu_gb=m)
+    return Schedule(instance=instance.name, jobs=out)
+
+
+class FixedDemand:
+    """Registered as ``fixed-demand``."""
+
+    def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
+              **options: Any) -> Result:
+        t0 = time.perf_counter()
+        s = fixed_demand_schedule(instance)
+        return Result(schedule=s, status=Status.FEASIBLE, objective=schedule_value(instance, s), bound=None,
+                      solver="fixed-demand", method="heuristic", time_s=time.perf_counter() - t0,
+                      stats={"jobs_placed": len(s.jobs)})

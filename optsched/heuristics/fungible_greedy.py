@@ -1,0 +1,119 @@
+"""``fungible-greedy``: place with a lean grid point, then hand leftover CPU/memory to the jobs
+with the largest marginal gain (in the spirit of Synergy-TUNE). See ``formulations/heuristics.md``.
+
+The result is the better of this schedule and :func:`fixed_demand_schedule`'s, so
+fungible-greedy >= fixed-demand holds by construction.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from optsched.heuristics.common import Cluster, job_order, types_by_speed
+from optsched.heuristics.fixed_demand import fixed_demand_schedule
+from optsched.model import Instance, Job
+from optsched.result import Result, Status
+from optsched.schedule import Assignment, Schedule
+from optsched.values import schedule_value
+
+__all__ = ["FungibleGreedy", "fungible_greedy_schedule"]
+
+
+def _eligible(instance: Instance, job: Job) -> list[tuple[int, int, float]]:
+    pts = job.profile.points()
+    if instance.round.fair:
+        pts = [p for p in pts if p[2] >= job.demand_throughput]
+    return pts
+
+
+def _lean_point(job: Job, pts: list[tuple[int, int, float]], cpg: float, mpg: float) -> tuple[int, int]:
+    """The eligible point with best throughput per unit of normalised per-GPU resource
+    (1 for the GPU itself + CPUs and memory relative to the cluster's per-GPU averages)."""
+    best = max(pts, key=lambda p: (p[2] / (1.0 + p[0] / cpg + p[1] / mpg), -p[0], -p[1]))
+    return best[0], best[1]
+
+
+def fungible_greedy_schedule(instance: Instance, *, seed: int = 0) -> Schedule:
+    """Fungible greedy schedule, deterministic (``seed`` is accepted for the common interface)."""
+    cl = Cluster(instance)
+    tg = max(1, sum(n.gpus for n in instance.nodes))
+    cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
+    mpg = max(1.0, sum(n.mem_gb for n in instance.nodes) / tg)
+    chosen: dict[str, tuple[dict[str, int], int, int]] = {}
+    for job in job_order(instance):
+        pts = _eligible(instance, job)
+        c, m = _lean_point(job, pts, cpg, mpg)
+        allowed = types_by_speed(instance, job)
+        nodes = None
+        if job.placement is not None:
+            ptypes = {instance.node(n).gpu_type for n in job.placement}
+            if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, c, m):
+                nodes = dict(job.placement)
+        for t in allowed:
+            if nodes is not None:
+                break
+            nodes = cl.best_fit(t, job.gpus, c, m)
+        if nodes is None:
+            continue
+        cl.take(nodes, c, m)
+        chosen[job.id] = (nodes, c, m)
+    _redistribute(instance, cl, chosen, cpg, mpg)
+    jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
+    return Schedule(instance=instance.name, jobs=jobs)
+
+
+def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],
+                  cpg: float, mpg: float) -> None:
+    """Per job (heaviest marginal gain first, repeatedly): move to the eligible grid point with the
+    largest value gain per unit of extra normalised resource that still fits, until none improves."""
+    by_node: dict[str, list[str]] = {}
+    for j, (nodes, _, _) in chosen.items():
+        for n in nodes:
+            by_node.setdefault(n, []).append(j)
+    pts_of = {j: _eligible(instance, instance.job(j)) for j in chosen}
+    done: set[str] = set()
+    for nid in sorted(by_node):
+        group = [j for j in by_node[nid] if j not in done]
+        while True:
+            best: tuple[float, str, int, int] | None = None
+            for j in group:
+                job = instance.job(j)
+                nodes, c, m = chosen[j]
+                tp = job.profile.at(c, m)
+                w = job.weight * sum(nodes.values())
+                cl.take(nodes, c, m, sign=-1)
+                for pc, pm, ptp in pts_of[j]:
+                    if ptp <= tp * (1 + 1e-12) or not cl.fits_at(nodes, pc, pm):
+                        continue
+                    extra = max(1e-9, (pc - c) / cpg + (pm - m) / mpg)
+                    ratio = w * (ptp - tp) / job.demand_throughput / extra
+                    if best is None or ratio > best[0]:
+                        best = (ratio, j, pc, pm)
+                cl.take(nodes, c, m)
+            if best is None:
+                break
+            _, j, pc, pm = best
+            nodes, c, m = chosen[j]
+            cl.take(nodes, c, m, sign=-1)
+            cl.take(nodes, pc, pm)
+            chosen[j] = (nodes, pc, pm)
+        done.update(group)
+
+
+class FungibleGreedy:
+    """Registered as ``fungible-greedy``."""
+
+    def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
+              **options: Any) -> Result:
+        t0 = time.perf_counter()
+        s = fungible_greedy_schedule(instance, seed=seed)
+        v = schedule_value(instance, s)
+        f = fixed_demand_schedule(instance)
+        fv = schedule_value(instance, f)
+        picked = "fungible"
+        if fv > v:
+            s, v, picked = f, fv, "fixed-demand"
+        return Result(schedule=s, status=Status.FEASIBLE, objective=v, bound=None, solver="fungible-greedy",
+                      method="heuristic", time_s=time.perf_counter() - t0,
+                      stats={"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": fv})
