@@ -77,15 +77,16 @@ class Cluster:
             return {self.ids[int(idx[whole[key[0]]])]: g}
         if int(cap.sum()) < g:
             return None
-        order = np.lexsort((np.arange(cap.size), -cap))
+        order = [int(o) for o in np.lexsort((np.arange(cap.size), -cap))]
         out: dict[str, int] = {}
         left = g
-        for o in order:
-            k = int(min(cap[o], left))
-            if k <= 0:
-                break
-            out[self.ids[int(idx[o])]] = k
-            left -= k
-            if left == 0:
-                break
-        return out
+        for pos, o in enumerate(order):
+            rest = order[pos:]
+            fit = [r for r in rest if cap[r] >= left]
+            if fit:  # the last chunk: best fit (smallest sufficient capacity) among the rest
+                last = min(fit, key=lambda r: (int(cap[r]), r))
+                out[self.ids[int(idx[last])]] = left
+                return out
+            out[self.ids[int(idx[o])]] = int(cap[o])
+            left -= int(cap[o])
+        return None  # unreachable: the total capacity was checked above

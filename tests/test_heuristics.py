@@ -1,0 +1,108 @@
+"""The fast heuristics ``fixed-demand`` and ``fungible-greedy`` on hand-built and random rounds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optsched.checker import check_schedule
+from optsched.heuristics.fixed_demand import FixedDemand, fixed_demand_schedule
+from optsched.heuristics.fungible_greedy import FungibleGreedy, fungible_greedy_schedule
+from optsched.model import Instance, Job, Node, Profile, Round
+from optsched.values import schedule_value
+
+HUNGRY = Profile((1, 2, 4), (10,), ((0.5,), (1.0,), (2.0,)))
+FLAT = Profile((1, 2, 4), (10,), ((1.0,), (1.0,), (1.0,)))
+SOLVERS = [FixedDemand, FungibleGreedy]
+
+
+def _inst(nodes, jobs, fair=False, name="t"):
+    return Instance(name, tuple(nodes), tuple(jobs), Round(300.0, fair))
+
+
+def _run(cls, inst):
+    res = cls().solve(inst, time_limit=5.0, seed=0)
+    rep = check_schedule(inst, res.schedule)
+    assert list(rep) == [], rep
+    assert res.objective == pytest.approx(rep.objective)
+    return res
+
+
+def test_fungible_beats_fixed_when_hungry_and_flat_share_a_node():
+    inst = _inst([Node("n0", "V100", 2, 6, 100)], [Job("a", 1, HUNGRY, (2, 10)), Job("b", 1, FLAT, (2, 10))])
+    assert _run(FixedDemand, inst).objective == pytest.approx(2.0)
+    res = _run(FungibleGreedy, inst)
+    assert res.objective == pytest.approx(3.0)
+    assert res.schedule.jobs["a"].cpus_per_gpu == 4
+
+
+def test_fair_round_never_goes_below_demand():
+    inst = _inst([Node("n0", "V100", 2, 6, 100)], [Job("a", 1, HUNGRY, (2, 10)), Job("b", 1, HUNGRY, (2, 10))],
+                 fair=True)
+    res = _run(FungibleGreedy, inst)
+    for a in res.schedule.jobs.values():
+        assert a.cpus_per_gpu >= 2
+
+
+def test_multi_node_split_only_when_needed():
+    nodes = [Node("n0", "V100", 4, 40, 400), Node("n1", "V100", 4, 40, 400), Node("n2", "V100", 2, 40, 400)]
+    inst = _inst(nodes, [Job("big", 6, FLAT, (2, 10)), Job("small", 2, FLAT, (2, 10), weight=0.5)])
+    for cls in SOLVERS:
+        s = _run(cls, inst).schedule
+        assert len(s.jobs["big"].nodes) == 2
+        assert s.jobs["big"].nodes == {"n0": 4, "n2": 2}  # the last chunk is a best fit
+        assert s.jobs["small"].nodes == {"n1": 2}
+
+
+def test_running_job_kept_in_place():
+    nodes = [Node("n0", "V100", 4, 40, 400), Node("n1", "V100", 4, 40, 400)]
+    job = Job("r", 2, FLAT, (2, 10), placement={"n1": 2}, restart_s=60)
+    for cls in SOLVERS:
+        assert _run(cls, _inst(nodes, [job])).schedule.jobs["r"].nodes == {"n1": 2}
+
+
+def test_gpu_type_restrictions_and_fastest_type_preferred():
+    nodes = [Node("k", "K80", 8, 80, 800), Node("v", "V100", 8, 80, 800), Node("p", "P100", 8, 80, 800)]
+    jobs = [Job("fast", 2, FLAT, (2, 10), gpu_speed={"V100": 1.0, "K80": 0.3}),
+            Job("ponly", 2, FLAT, (2, 10), gpu_speed={"P100": 0.6})]
+    for cls in SOLVERS:
+        s = _run(cls, _inst(nodes, jobs)).schedule
+        assert s.jobs["fast"].nodes == {"v": 2}
+        assert s.jobs["ponly"].nodes == {"p": 2}
+
+
+def test_empty_cluster_and_job_larger_than_cluster():
+    for cls in SOLVERS:
+        assert _run(cls, _inst([], [Job("a", 1, FLAT, (2, 10))])).schedule.jobs == {}
+        inst = _inst([Node("n0", "V100", 4, 40, 400)], [Job("huge", 8, FLAT, (2, 10)), Job("ok", 4, FLAT, (2, 10))])
+        assert set(_run(cls, inst).schedule.jobs) == {"ok"}
+
+
+def test_plain_functions_and_determinism():
+    gen = pytest.importorskip("optsched.gen")
+    inst = gen.generate(8, 30, seed=3)
+    assert fixed_demand_schedule(inst) == fixed_demand_schedule(inst)
+    assert fungible_greedy_schedule(inst) == fungible_greedy_schedule(inst)
+    assert check_schedule(inst, fungible_greedy_schedule(inst)).objective == pytest.approx(
+        schedule_value(inst, fungible_greedy_schedule(inst)))
+
+
+def test_fungible_greedy_solver_is_at_least_fixed_demand_by_construction():
+    """FungibleGreedy.solve returns the better of its schedule and fixed-demand's (documented)."""
+    gen = pytest.importorskip("optsched.gen")
+    for seed in range(3):
+        inst = gen.generate(8, 30, seed=seed)
+        assert _run(FungibleGreedy, inst).objective >= _run(FixedDemand, inst).objective - 1e-9
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.integers(1, 6), st.integers(1, 20), st.booleans(), st.floats(0, 0.8))
+def test_random_instances_are_feasible(seed, n, j, fair, running):
+    gen = pytest.importorskip("optsched.gen")
+    try:
+        inst = gen.generate(n, j, seed=seed, fair=fair, running_fraction=running)
+    except TypeError:
+        inst = gen.generate(n, j, seed=seed)
+    for cls in SOLVERS:
+        _run(cls, inst)
