@@ -1,0 +1,58 @@
+"""Hypothesis strategies for valid tiny rounds, built from the contract (not via optsched.gen)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from optsched.model import Instance
+
+
+def _grid(draw, lo: int, hi: int) -> list[int]:
+    return sorted(draw(st.sets(st.integers(lo, hi), min_size=1, max_size=3)))
+
+
+@st.composite
+def tiny_instance_dicts(draw, max_nodes: int = 3, max_jobs: int = 4) -> dict:
+    """A valid round instance dict: tight capacities, small grids, optional running jobs."""
+    types = ["A", "B"][: draw(st.integers(1, 2))]
+    nodes = []
+    for i in range(draw(st.integers(1, max_nodes))):
+        nodes.append({"id": f"n{i}", "gpu_type": draw(st.sampled_from(types)),
+                      "gpus": draw(st.integers(1, 4)), "cpus": draw(st.integers(0, 12)),
+                      "mem_gb": draw(st.integers(0, 64))})
+    jobs = []
+    for i in range(draw(st.integers(1, max_jobs))):
+        cg, mg = _grid(draw, 1, 4), _grid(draw, 4, 16)
+        tp = [[draw(st.floats(0.5, 10.0)) for _ in mg] for _ in cg]
+        job = {"id": f"j{i}", "gpus": draw(st.integers(1, 4)),
+               "weight": draw(st.floats(0.1, 3.0)),
+               "profile": {"cpus_per_gpu": cg, "mem_per_gpu_gb": mg, "throughput": tp},
+               "demand": {"cpus_per_gpu": draw(st.sampled_from(cg)),
+                          "mem_per_gpu_gb": draw(st.sampled_from(mg))},
+               "spread_factor": draw(st.floats(0.05, 1.0)),
+               "restart_s": draw(st.integers(0, 200))}
+        if draw(st.booleans()):
+            allowed = draw(st.sets(st.sampled_from(types), min_size=1))
+            job["gpu_speed"] = {t: draw(st.floats(0.3, 1.5)) for t in sorted(allowed)}
+        allowed_types = set(job.get("gpu_speed", {t: 1 for t in types}))
+        same = [n for n in nodes if n["gpu_type"] in allowed_types]
+        if same and draw(st.booleans()):
+            t = draw(st.sampled_from(sorted({n["gpu_type"] for n in same})))
+            pool = [n for n in same if n["gpu_type"] == t]
+            place: dict[str, int] = {}
+            left = job["gpus"]
+            for n in pool:
+                take = min(left, n["gpus"], draw(st.integers(0, left)))
+                if take:
+                    place[n["id"]] = take
+                    left -= take
+            if left == 0:
+                job["placement"] = place
+        jobs.append(job)
+    return {"version": 1, "name": "hyp", "round": {"duration_s": 300, "fair": draw(st.booleans())},
+            "nodes": nodes, "jobs": jobs}
+
+
+def tiny_instances(**kw) -> st.SearchStrategy[Instance]:
+    """Tiny valid Instances (brute-force sized)."""
+    return tiny_instance_dicts(**kw).map(Instance.from_dict)
