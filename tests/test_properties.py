@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -10,9 +12,6 @@ from hypothesis import HealthCheck, assume, given, settings
 import optsched
 from optsched.checker import check_schedule
 from optsched.result import Status
-
-import sys
-from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bruteforce import brute_force, search_size  # noqa: E402
@@ -50,3 +49,13 @@ def test_method_feasible_honest_and_optimal(info, inst):
     assert res.objective <= best + 1e-6
     if info.family == "exact" and res.status == Status.OPTIMAL:
         assert res.objective == pytest.approx(best, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("info", METHODS, ids=lambda i: i.name)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances())
+def test_method_deterministic_by_seed(info, inst):
+    solver = _solver(info)
+    a = solver.solve(inst, time_limit=2.0, seed=3, **_opts(info))
+    b = _solver(info).solve(inst, time_limit=2.0, seed=3, **_opts(info))
+    assert a.schedule.to_dict() == b.schedule.to_dict()
