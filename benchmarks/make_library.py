@@ -49,8 +49,8 @@ SPECS: list[tuple[str, str, int, int, int, dict]] = [
 
 #: (name, trace file relative to ../shared/traces, format, replay options)
 TRACE_SPECS = [
-    ("tr-philly-16n-01", "philly-pollux/philly.csv", "philly", {"start": "7d", "length": "1d", "target_load": 1.5}),
-    ("tr-alibaba-16n-01", "alibaba-gpu-v2023/openb_pod_list_default.csv", "alibaba", {"length": "2d", "target_load": 1.5}),
+    ("tr-philly-16n-01", "philly-pollux/philly.csv", "philly", {"start": "30d", "length": "1d", "target_load": 1.5}),
+    ("tr-alibaba-16n-01", "alibaba-gpu-v2023/openb_pod_list_default.csv", "alibaba", {"start": "130d", "length": "2d", "target_load": 1.5}),
 ]
 
 
