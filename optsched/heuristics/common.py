@@ -13,7 +13,7 @@ import numpy as np
 
 from optsched.model import Instance, Job
 
-__all__ = ["Cluster", "job_order", "types_by_speed"]
+__all__ = ["Cluster", "job_order", "place", "types_by_speed"]
 
 
 def job_order(instance: Instance) -> list[Job]:
@@ -90,3 +90,23 @@ class Cluster:
             out[self.ids[int(idx[o])]] = int(cap[o])
             left -= int(cap[o])
         return None  # unreachable: the total capacity was checked above
+
+
+def place(instance: Instance, cl: Cluster, job: Job, cpus_per_gpu: int, mem_per_gpu_gb: int) -> dict[str, int] | None:
+    """Where ``job`` goes at the given per-GPU point, taking the room from ``cl``; ``None``: nowhere.
+
+    A running job keeps its current nodes when they still hold it on an allowed type (no restart);
+    otherwise best fit on its allowed GPU types, fastest type first."""
+    allowed = types_by_speed(instance, job)
+    nodes = None
+    if job.placement is not None:
+        ptypes = {instance.node(n).gpu_type for n in job.placement}
+        if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, cpus_per_gpu, mem_per_gpu_gb):
+            nodes = dict(job.placement)
+    for t in allowed:
+        if nodes is not None:
+            break
+        nodes = cl.best_fit(t, job.gpus, cpus_per_gpu, mem_per_gpu_gb)
+    if nodes is not None:
+        cl.take(nodes, cpus_per_gpu, mem_per_gpu_gb)
+    return nodes

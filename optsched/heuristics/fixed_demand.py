@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optsched.heuristics.common import Cluster, job_order, types_by_speed
+from optsched.heuristics.common import Cluster, job_order, place
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Assignment, Schedule
@@ -25,19 +25,9 @@ def fixed_demand_schedule(instance: Instance) -> Schedule:
     out: dict[str, Assignment] = {}
     for job in job_order(instance):
         c, m = job.demand
-        allowed = types_by_speed(instance, job)
-        nodes = None
-        if job.placement is not None:
-            ptypes = {instance.node(n).gpu_type for n in job.placement}
-            if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, c, m):
-                nodes = dict(job.placement)
-        for t in allowed:
-            if nodes is not None:
-                break
-            nodes = cl.best_fit(t, job.gpus, c, m)
+        nodes = place(instance, cl, job, c, m)
         if nodes is None:
             continue
-        cl.take(nodes, c, m)
         out[job.id] = Assignment(nodes=nodes, cpus_per_gpu=c, mem_per_gpu_gb=m)
     return Schedule(instance=instance.name, jobs=out)
 

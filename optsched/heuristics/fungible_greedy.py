@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optsched.heuristics.common import Cluster, job_order, types_by_speed
+from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
@@ -44,19 +44,9 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0) -> Schedule:
     for job in job_order(instance):
         pts = _eligible(instance, job)
         c, m = _lean_point(job, pts, cpg, mpg)
-        allowed = types_by_speed(instance, job)
-        nodes = None
-        if job.placement is not None:
-            ptypes = {instance.node(n).gpu_type for n in job.placement}
-            if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, c, m):
-                nodes = dict(job.placement)
-        for t in allowed:
-            if nodes is not None:
-                break
-            nodes = cl.best_fit(t, job.gpus, c, m)
+        nodes = place(instance, cl, job, c, m)
         if nodes is None:
             continue
-        cl.take(nodes, c, m)
         chosen[job.id] = (nodes, c, m)
     _redistribute(instance, cl, chosen, cpg, mpg)
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
