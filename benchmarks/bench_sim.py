@@ -7,6 +7,7 @@ Speed (target: one month of Philly on 64 nodes with a heuristic allocator in <= 
 Experiments (each run is one JSON under --out; re-running skips finished runs, so it resumes)::
 
     python benchmarks/bench_sim.py experiment --out results/sim --seeds 0,1,2 --workers 2
+    python benchmarks/bench_sim.py experiment --out results/sim --backend ray --address auto --workers 64
     python benchmarks/bench_sim.py report results/sim > results/sim/report.md
 
 The experiment grid is WORKLOADS x LOADS x policies x allocators x seeds. A seed fixes the model
@@ -24,7 +25,6 @@ import os
 import sys
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,14 @@ def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, ti
     return {"name": name, **res.summary()}
 
 
+def _run_safe(task: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """:func:`run_one` on a backend, never raising (a failure becomes ``{"error": ...}``)."""
+    try:
+        return task, run_one(*task)
+    except Exception as e:  # noqa: BLE001 - recorded and reported by the caller
+        return task, {"error": f"{type(e).__name__}: {e}"}
+
+
 def cmd_speed(args: argparse.Namespace) -> int:
     from optsched.sim.engine import SimConfig
     from optsched.sim.experiment import prepare, run
@@ -109,6 +117,8 @@ def cmd_speed(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from optsched.bench.backends import get_backend
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     grid = [(w, ld, p, a, s) for w in args.workloads.split(",") for ld in args.loads.split(",")
@@ -119,15 +129,14 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     todo = [g for g in grid if not (out / f"{g[0]}-{g[1]}-{g[2]}-{g[3]}-s{g[4]}.json").exists()]
     print(f"{len(grid)} runs, {len(grid) - len(todo)} done already", file=sys.stderr)
     failures = 0
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futs = {pool.submit(run_one, *g, args.time_limit, str(out)): g for g in todo}
-        for f in tqdm(as_completed(futs), total=len(futs), desc="simulations"):
-            try:
-                r = f.result()
-                tqdm.write(f"{r['name']}: avg JCT {r['avg_jct_s'] / 3600:.2f} h, makespan {r['makespan_s'] / 3600:.1f} h, wall {r['wall_s']:.0f} s")
-            except Exception as e:  # report and go on: one broken run must not lose the others
-                failures += 1
-                tqdm.write(f"{futs[f]}: FAILED {type(e).__name__}: {e}")
+    backend = get_backend(args.backend, workers=args.workers, address=args.address)
+    tasks = [(*g, args.time_limit, str(out)) for g in todo]
+    for g, r in tqdm(backend.imap_unordered(_run_safe, tasks), total=len(tasks), desc="simulations"):
+        if "error" in r:  # report and go on: one broken run must not lose the others
+            failures += 1
+            tqdm.write(f"{g[:5]}: FAILED {r['error']}")
+        else:
+            tqdm.write(f"{r['name']}: avg JCT {r['avg_jct_s'] / 3600:.2f} h, makespan {r['makespan_s'] / 3600:.1f} h, wall {r['wall_s']:.0f} s")
     print(report(out))
     return 1 if failures else 0
 
@@ -212,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--seeds", default="0,1,2")
     ex.add_argument("--time-limit", type=float, default=2.0, help="allocator seconds per round")
     ex.add_argument("--workers", type=int, default=2)
+    ex.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
+    ex.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     rp = sub.add_parser("report", help="markdown tables from a results directory")
     rp.add_argument("out")
     args = ap.parse_args(argv)

@@ -155,17 +155,20 @@ def run_bench(
     *,
     backend: str | Backend = "local",
     workers: int | None = 1,
+    address: str | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Run every task not already in ``out`` and append its row; returns the new rows.
 
     ``workers=1`` (the default) runs one solve at a time so each gets the whole machine: timings
     in the table are then comparable. Rows that errored are retried on the next run.
+    ``backend`` is ``"local"``, ``"serial"``, ``"ray"`` (joining the Ray cluster at ``address``,
+    or a local one) or any object with the backend protocol's ``imap_unordered``.
     """
     out = Path(out)
     done = _done_keys(out)
     todo = [t for t in tasks if t.key() not in done]
-    be = get_backend(backend, workers=workers) if isinstance(backend, str) else backend
+    be = get_backend(backend, workers=workers, address=address) if isinstance(backend, str) else backend
     out.parent.mkdir(parents=True, exist_ok=True)
     new_file = not out.exists() or out.stat().st_size == 0
     rows: list[dict[str, Any]] = []

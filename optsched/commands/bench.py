@@ -14,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds per run (default 10)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     p.add_argument("--workers", type=int, default=1, help="runs in parallel (default 1: each run gets the whole machine)")
-    p.add_argument("--backend", default="local", help="local (process pool), serial, or ray")
+    p.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
+    p.add_argument("--address", help="Ray cluster to join with --backend ray (e.g. auto, ray://head:10001); default: start a local one")
     p.add_argument("-o", "--out", default="bench-results.csv", help="results table (CSV), appended to and resumed")
     p.add_argument("--index", help="instance index CSV giving best-known values (e.g. instances/index.csv)")
     p.add_argument("--update-index", action="store_true", help="write best-known values and bounds back into --index")
@@ -39,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--time-limit", args.time_limit, "must be positive")
     if args.workers < 1:
         raise InputError("--workers", args.workers, "must be >= 1")
+    if args.address and args.backend != "ray":
+        raise InputError("--address", args.address, "only applies to --backend ray")
     if args.update_index and not args.index:
         raise InputError("--update-index", True, "needs --index")
     files = instance_files(args.instances)
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         for s in solvers
         for seed in seeds
     ]
-    run_bench(tasks, args.out, backend=args.backend, workers=args.workers, progress=not args.no_progress)
+    run_bench(tasks, args.out, backend=args.backend, workers=args.workers, address=args.address, progress=not args.no_progress)
     names = {f.name for f in files}
     rows = [r for r in read_rows(args.out) if r["instance"] in names and r["solver"] in solvers]
     print(format_table(summarise(rows)))

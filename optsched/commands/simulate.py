@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fair", action="store_true", help="Synergy fairness: no job slower than at its demand")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
     p.add_argument("--mix", default=None, help="model mix, e.g. image=0.6,language=0.4 (default: the catalogue's)")
+    p.add_argument("--workers", type=int, default=1, help="simulations run at once (default 1)")
+    p.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
+    p.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     p.add_argument("-o", "--out", default="sim-out", help="output directory (default sim-out)")
     p.add_argument("--plot", action="store_true", help="write <out>/runs.png comparing the runs")
     p.add_argument("--check", action="store_true", help="re-check every round's schedule with the independent checker")
@@ -47,8 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from optsched.registry import get_method
     from optsched.sim.engine import SimConfig
-    from optsched.sim.experiment import parse_duration, prepare
-    from optsched.sim.experiment import run as run_one
+    from optsched.sim.experiment import parse_duration, prepare, run_grid
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
     from optsched.sim.policies import POLICIES
 
@@ -63,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--policy/--allocator", f"{args.policy}/{args.allocator}", "name at least one of each")
     if args.time_limit <= 0:
         raise InputError("--time-limit", args.time_limit, "must be positive")
+    if args.workers < 1:
+        raise InputError("--workers", args.workers, "must be >= 1")
+    if args.address and args.backend != "ray":
+        raise InputError("--address", args.address, "only applies to --backend ray")
     if args.queue_window < 0:
         raise InputError("--queue-window", args.queue_window, "must be >= 0")
     setup = prepare(
@@ -77,19 +83,20 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
+    cfg = SimConfig(
+        round_s=parse_duration(args.round, "--round"), fair=args.fair,
+        queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
+        check=args.check, progress=not args.no_progress,
+    )
+    pairs = [(pol, a) for pol in policies for a in allocators]
+    results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
+                       workers=args.workers, address=args.address, progress=not args.no_progress)
     runs = {}
-    for pol in policies:
-        for a in allocators:
-            cfg = SimConfig(
-                round_s=parse_duration(args.round, "--round"), fair=args.fair,
-                queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
-                check=args.check, progress=not args.no_progress, name=f"{pol}-{a}",
-            )
-            res = run_one(setup, policy=pol, allocator=a, time_limit=args.time_limit, seed=args.seed, config=cfg)
-            stem = out / f"{pol}-{a}-s{args.seed}"
-            write_metrics_json(res, stem.with_suffix(".metrics.json"))
-            write_jobs_csv(res, stem.with_suffix(".jobs.csv"))
-            runs[f"{pol}/{a}"] = res
+    for (pol, a), res in results.items():
+        stem = out / f"{pol}-{a}-s{args.seed}"
+        write_metrics_json(res, stem.with_suffix(".metrics.json"))
+        write_jobs_csv(res, stem.with_suffix(".jobs.csv"))
+        runs[f"{pol}/{a}"] = res
     print(_table(runs))
     if args.plot:
         from optsched.sim.plots import plot_runs

@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-time-limit", type=float, default=10.0, help="CP-SAT seconds per label")
     p.add_argument("--label-workers", type=int, default=2, help="labelling processes")
     p.add_argument("--label-threads", type=int, default=1, help="CP-SAT workers per labelling process (1: deterministic)")
+    p.add_argument("--backend", default="local", help="where labelling runs: local (process pool, default) or ray (optional extra)")
+    p.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         epochs=args.epochs, dagger_iters=args.dagger_iters, dagger_rounds=args.dagger_rounds, dagger_epochs=args.dagger_epochs,
         batch_size=args.batch_size, lr=args.lr, d_model=args.d_model, heads=args.heads, layers=args.layers,
         label_time_limit=args.label_time_limit, label_workers=args.label_workers, label_threads=args.label_threads,
-        seed=args.seed, device=args.device, threads=args.threads, progress=not args.no_progress,
+        label_backend=args.backend, label_address=args.address, seed=args.seed, device=args.device, threads=args.threads, progress=not args.no_progress,
     )
     summary = run_training(cfg)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=1))

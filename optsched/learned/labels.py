@@ -6,24 +6,25 @@
   that equivalent optima teach the policy the same thing.
 - :func:`residual_round`: the round left after some jobs were placed (their capacity removed,
   they leave the round): the state DAgger relabels.
-- :func:`label_rounds`: solve rounds exactly in a process pool, deterministic (fixed seed),
-  cached by a hash of the round and the solver settings (so runs resume where they stopped).
+- :func:`label_rounds`: solve rounds exactly on a backend (a local process pool by default, or
+  Ray: :mod:`optsched.bench.backends`), deterministic (fixed seed), cached by a hash of the round
+  and the solver settings (so runs resume where they stopped). Workers return the label and the
+  caller writes the cache, so remote workers need no shared file system.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from optsched.bench.backends import Backend, get_backend
 from optsched.checker import check_schedule
 from optsched.io import load_json, write_json
 from optsched.model import Instance
@@ -130,7 +131,8 @@ def _key(instance: Instance, solver: str, time_limit: float, seed: int, options:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def _solve_one(args: tuple[dict[str, Any], str, float, int, dict[str, Any], str]) -> str:
+def _solve_one(args: tuple[dict[str, Any], str, float, int, dict[str, Any], str]) -> tuple[str, dict[str, Any]]:
+    """Solve one round (in a worker); returns the cache path and the label record to write there."""
     inst_d, solver, time_limit, seed, options, path = args
     from optsched.solve import solve_round  # in the worker process
 
@@ -140,19 +142,16 @@ def _solve_one(args: tuple[dict[str, Any], str, float, int, dict[str, Any], str]
     report = check_schedule(inst, sched)
     if report:
         raise RuntimeError(f"canonicalised label of {inst.name} is infeasible: {report[:3]} (a bug)")
-    write_json(
-        {
-            "instance": inst_d,
-            "schedule": sched.to_dict(),
-            "objective": report.objective,
-            "bound": res.bound,
-            "status": res.status.value,
-            "time_s": res.time_s,
-            "solver": solver,
-        },
-        path,
-    )
-    return path
+    record = {
+        "instance": inst_d,
+        "schedule": sched.to_dict(),
+        "objective": report.objective,
+        "bound": res.bound,
+        "status": res.status.value,
+        "time_s": res.time_s,
+        "solver": solver,
+    }
+    return path, record
 
 
 def _read(path: Path) -> Label:
@@ -172,8 +171,13 @@ def label_rounds(
     options: Mapping[str, Any] | None = None,
     progress: bool = True,
     desc: str = "labelling",
+    backend: str | Backend = "local",
+    address: str | None = None,
 ) -> list[Label]:
-    """Exact labels of ``instances`` (in order), solving only those not cached in ``cache_dir``."""
+    """Exact labels of ``instances`` (in order), solving only those not cached in ``cache_dir``.
+
+    ``workers`` rounds are solved at once on ``backend`` (``"local"``: a process pool, serial
+    when ``workers`` is 1; ``"ray"``: the Ray cluster at ``address`` or a local one)."""
     options = dict(options or {})
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
@@ -182,13 +186,9 @@ def label_rounds(
     todo = [(i.to_dict(), solver, time_limit, seed, options, str(p)) for i, p in zip(insts, paths, strict=True) if not p.exists()]
     if todo:
         bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="round")
-        if workers <= 1:
-            for t in todo:
-                _solve_one(t)
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1)) as pool:
-                for _ in pool.map(_solve_one, todo, chunksize=1):
-                    bar.update()
+        be = get_backend(backend, workers=max(1, workers), address=address) if isinstance(backend, str) else backend
+        for path, record in be.imap_unordered(_solve_one, todo):
+            write_json(record, path)
+            bar.update()
         bar.close()
     return [_read(p) for p in paths]

@@ -63,6 +63,10 @@ class TrainConfig:
     label_time_limit: float = 10.0
     label_workers: int = 2
     label_threads: int = 1
+    #: where labelling runs: ``"local"`` (process pool) or ``"ray"`` (optional extra)
+    label_backend: str = "local"
+    #: Ray cluster address for ``label_backend="ray"`` (``None``: start a local Ray instance)
+    label_address: str | None = None
     seed: int = 0
     device: str = "cpu"
     #: torch CPU threads (1 by default: tiny batches gain nothing from more, and OpenMP threads
@@ -93,6 +97,8 @@ class TrainConfig:
             if len(s) != 2 or min(s) < 1:
                 raise InputError("sizes", s, "each size must be (nodes >= 1, jobs >= 1)")
         _generator(self.generator)
+        if self.label_backend not in ("local", "serial", "ray"):
+            raise InputError("label_backend", self.label_backend, "must be local, serial or ray")
         if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
             raise InputError("device", self.device, "must be 'cpu', or 'cuda[:i]' on a machine with a CUDA GPU")
 
@@ -275,7 +281,7 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     lab_opts = {"num_workers": cfg.label_threads}
     label = lambda insts, desc: label_rounds(  # noqa: E731
         insts, cfg.cache, time_limit=cfg.label_time_limit, seed=0, workers=cfg.label_workers,
-        options=lab_opts, progress=cfg.progress, desc=desc,
+        options=lab_opts, progress=cfg.progress, desc=desc, backend=cfg.label_backend, address=cfg.label_address,
     )
     train_insts = _rounds(cfg.sizes, cfg.train_rounds, base, cfg.generator)
     val_insts = _rounds(cfg.sizes, cfg.val_rounds, base + 500_000, cfg.generator)

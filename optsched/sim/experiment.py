@@ -1,13 +1,14 @@
 """One simulation set-up from a few plain settings, shared by ``optsched simulate`` and
 ``benchmarks/bench_sim.py``: load a trace, cut a window, scale the load, cap job sizes to the
-cluster, assign models, then run any queue policy x allocator pair on it."""
+cluster, assign models, then run any queue policy x allocator pair on it (:func:`run`), or a
+grid of them in parallel on a backend -- local processes or Ray -- (:func:`run_grid`)."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from optsched.sim import workload as wl
 from optsched.sim.engine import SimConfig, SimResult, SolveRoundAllocator, simulate
 from optsched.sim.policies import get_policy
 
-__all__ = ["Setup", "parse_duration", "prepare", "run"]
+__all__ = ["Setup", "parse_duration", "prepare", "run", "run_grid"]
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
@@ -125,11 +126,47 @@ def run(
         alloc = AtDemand(alloc)
     cfg = config or SimConfig()
     if cfg.name == "sim":
-        from dataclasses import replace
-
         cfg = replace(cfg, name=f"{policy}-{allocator}")
     res = simulate(setup.workload, setup.nodes, get_policy(policy), alloc, cfg)
     res.info["setup"] = dict(setup.settings)
     res.info["time_limit"] = time_limit
     res.info["seed"] = seed
     return res
+
+
+def _run_pair(task: tuple[Setup, str, str, float, int, SimConfig, dict[str, Any]]) -> tuple[str, str, SimResult]:
+    setup, policy, allocator, time_limit, seed, cfg, opts = task
+    return policy, allocator, run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
+
+
+def run_grid(
+    setup: Setup,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    time_limit: float = 5.0,
+    seed: int = 0,
+    config: SimConfig | None = None,
+    backend: Any = "local",
+    workers: int | None = 1,
+    address: str | None = None,
+    progress: bool = True,
+    **solver_options: Any,
+) -> dict[tuple[str, str], SimResult]:
+    """Simulate ``setup`` under every ``(policy, allocator)`` pair, ``workers`` at a time on
+    ``backend`` (``"local"``: processes, serial when ``workers`` is 1; ``"ray"``: the Ray cluster
+    at ``address`` or a local one; see :mod:`optsched.bench.backends`). Each run is named
+    ``POLICY-ALLOCATOR``; results come back in the order of ``pairs`` whatever the backend."""
+    from tqdm import tqdm
+
+    from optsched.bench.backends import get_backend
+
+    cfg = config or SimConfig()
+    be = get_backend(backend, workers=workers, address=address) if isinstance(backend, str) else backend
+    inner = progress and len(pairs) == 1  # one run: its own bar; several: one bar over runs
+    tasks = [(setup, p, a, time_limit, seed, replace(cfg, name=f"{p}-{a}", progress=inner and cfg.progress), dict(solver_options)) for p, a in pairs]
+    done: dict[tuple[str, str], SimResult] = {}
+    with tqdm(total=len(tasks), desc="simulations", unit="run", disable=not progress or inner) as bar:
+        for p, a, res in be.imap_unordered(_run_pair, tasks):
+            done[(p, a)] = res
+            bar.update()
+    return {pa: done[pa] for pa in pairs}
