@@ -20,7 +20,9 @@ def load_json(path: str | Path) -> Any:
     p = Path(path)
     try:
         raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-        return json.loads(raw)
+        return json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as e:
+        raise InputError("path", str(p), f"has the key {e.args[0]!r} twice in one JSON object") from None
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, gzip.BadGzipFile) as e:
@@ -29,6 +31,22 @@ def load_json(path: str | Path) -> Any:
         raise InputError("path", str(p), f"is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except UnicodeDecodeError:
         raise InputError("path", str(p), "is not UTF-8 text") from None
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of repeated keys silently; a repeated job id or field is bad input
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return out
 
 
 def load_instance(source: str | Path | Mapping[str, Any]) -> Instance:

@@ -71,6 +71,13 @@ def _check_list(name: str, v: Any) -> list[Any]:
     return list(v)
 
 
+def _check_version(v: Any) -> int:
+    # the integer 1 exactly: true == 1 and 1.0 == 1 in Python, but neither is the JSON number 1
+    if isinstance(v, bool) or not isinstance(v, int) or v != CONTRACT_VERSION:
+        raise InputError("version", v, f"unknown contract version (this optsched reads version {CONTRACT_VERSION})")
+    return v
+
+
 def _frozen_map(m: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return None if m is None else MappingProxyType(dict(m))
 
@@ -276,8 +283,9 @@ class Job:
     @classmethod
     def from_dict(cls, d: Any) -> Job:
         d = _check_mapping("", d)
+        raw_profile = _get(d, "profile")
         try:
-            profile = Profile.from_dict(_get(d, "profile"))
+            profile = Profile.from_dict(raw_profile)
         except InputError as e:
             raise e.within("profile") from None
         demand = _check_mapping("demand", _get(d, "demand"))
@@ -354,8 +362,7 @@ class Instance:
     _job_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.version != CONTRACT_VERSION:
-            raise InputError("version", self.version, f"unknown contract version (this optsched reads version {CONTRACT_VERSION})")
+        _check_version(self.version)
         _check_str("name", self.name)
         object.__setattr__(self, "nodes", tuple(_check_list("nodes", self.nodes)))
         object.__setattr__(self, "jobs", tuple(_check_list("jobs", self.jobs)))
@@ -381,6 +388,9 @@ class Instance:
                 t = self.nodes[node_index[nid]].gpu_type
                 if j.speed(t) is None:
                     raise InputError(f"jobs[{i}].placement", nid, f"is a {t} node, which the job's gpu_speed does not allow")
+            types = sorted({self.nodes[node_index[nid]].gpu_type for nid in (j.placement or {})})
+            if len(types) > 1:  # no feasible schedule (rule 2) leaves a gang running like this
+                raise InputError(f"jobs[{i}].placement", dict(j.placement or {}), f"spans GPU types {types}; a job runs on one type")
         object.__setattr__(self, "_node_index", MappingProxyType(node_index))
         object.__setattr__(self, "_job_index", MappingProxyType(job_index))
 
@@ -413,9 +423,7 @@ class Instance:
     @classmethod
     def from_dict(cls, d: Any) -> Instance:
         d = _check_mapping("instance", d)
-        version = _get(d, "version")
-        if version != CONTRACT_VERSION:
-            raise InputError("version", version, f"unknown contract version (this optsched reads version {CONTRACT_VERSION})")
+        version = _check_version(_get(d, "version"))
         try:
             rnd = Round.from_dict(_get(d, "round", {}))
         except InputError as e:
