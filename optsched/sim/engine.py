@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,7 @@ from optsched.schedule import Assignment, Schedule
 from optsched.sim.policies import QueuePolicy, QueueState
 from optsched.sim.workload import SimJob, Workload
 
-__all__ = ["Allocator", "SimConfig", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate"]
+__all__ = ["Allocator", "SimConfig", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate", "simulate_steps"]
 
 #: An allocator: a round instance in, its schedule (or a full :class:`Result`) out.
 Allocator = Callable[[Instance], "Schedule | Result"]
@@ -154,6 +154,32 @@ def simulate(
     config: SimConfig | None = None,
 ) -> SimResult:
     """Replay ``workload`` on ``nodes``: ``policy`` sets the weights, ``allocator`` the schedules."""
+    name = getattr(allocator, "name", getattr(allocator, "__name__", type(allocator).__name__))
+    steps = simulate_steps(workload, nodes, policy, config, allocator_name=name)
+    try:
+        inst = next(steps)
+        while True:
+            try:
+                out = allocator(inst)
+            except BaseException:
+                steps.close()  # unwind the engine (its progress bar) before the error propagates
+                raise
+            inst = steps.send(out)
+    except StopIteration as stop:
+        return stop.value
+
+
+def simulate_steps(
+    workload: Workload | Sequence[SimJob],
+    nodes: Sequence[Node],
+    policy: QueuePolicy,
+    config: SimConfig | None = None,
+    *,
+    allocator_name: str = "external",
+) -> Generator[Instance, Schedule | Result, SimResult]:
+    """:func:`simulate` as a coroutine, for callers that decide rounds themselves (e.g. the RL
+    environments of :mod:`optsched.envs`): yields each round's instance, takes its schedule (or
+    :class:`Result`) by ``send``, and returns the :class:`SimResult` (``StopIteration.value``)."""
     cfg = config or SimConfig()
     jobs: tuple[SimJob, ...] = tuple(workload.jobs if isinstance(workload, Workload) else workload)
     nodes = tuple(nodes)
@@ -171,6 +197,7 @@ def simulate(
     demand_thr = np.array([j.profile.at(*j.demand) for j in jobs], dtype=np.float64)
     remaining = np.array([j.duration_s for j in jobs], dtype=np.float64) * demand_thr
     restart = np.array([j.restart_s for j in jobs], dtype=np.float64)
+    extras = _policy_extras(jobs, nodes, total_gpus)
     rate = np.zeros(n)
     delay_left = np.zeros(n)
     attained = np.zeros(n)
@@ -216,7 +243,8 @@ def simulate(
                 continue
             running_now = rate[active] > 0
             state = QueueState(now=t, submit_s=submit[active], gpus=gpus[active], attained_gpu_s=attained[active],
-                               remaining_s=remaining[active] / demand_thr[active], running=running_now)
+                               remaining_s=remaining[active] / demand_thr[active], running=running_now,
+                               **extras.at(active, attained, done))
             w = np.asarray(policy.weights(state), dtype=np.float64)
             if w.shape != active.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
                 raise InputError("policy.weights", w[:5].tolist(), f"{policy.name} must give one finite weight > 0 per active job")
@@ -227,7 +255,7 @@ def simulate(
             if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
                 inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base)
                 t0, c0 = time.perf_counter(), time.process_time()
-                out = allocator(inst)
+                out = yield inst
                 solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
                 solver_calls += 1
                 solved = 1.0
@@ -256,7 +284,7 @@ def simulate(
                 t_fin = t + d + remaining[run_idx] / r
                 if cfg.reuse_unchanged:
                     span = R * _rounds_unchanged(t, R, t_fin, submit[arrived] if arrived < n else None, cfg.horizon_s,
-                                                 policy, active, rate, submit, gpus, attained, remaining, demand_thr)
+                                                 policy, active, rate, submit, gpus, attained, remaining, demand_thr, extras, done)
             held_alloc = alloc[active].sum(axis=0)
             rec["t_s"].append(t)
             rec["span_s"].append(span)
@@ -322,7 +350,7 @@ def simulate(
     info = {
         "name": cfg.name,
         "policy": policy.name,
-        "allocator": getattr(allocator, "name", getattr(allocator, "__name__", type(allocator).__name__)),
+        "allocator": allocator_name,
         "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
         "jobs": n,
         "arrived": arrived,
@@ -343,7 +371,7 @@ def simulate(
 def _rounds_unchanged(
     t: float, R: float, t_fin: np.ndarray, next_submit: float | None, horizon: float | None, policy: QueuePolicy,
     active: np.ndarray, rate: np.ndarray, submit: np.ndarray, gpus: np.ndarray, attained: np.ndarray,
-    remaining: np.ndarray, demand_thr: np.ndarray,
+    remaining: np.ndarray, demand_thr: np.ndarray, extras: _PolicyExtras | None = None, done: np.ndarray | None = None,
 ) -> int:
     """How many rounds from ``t`` the current schedule provably stands: no job finishes before
     the last of them starts, no job arrives, and the policy's weights do not change (its
@@ -358,12 +386,44 @@ def _rounds_unchanged(
     if horizon is not None:
         k = min(k, max(1, math.ceil((horizon - t) / R)))
     if k > 1:
+        more = {} if extras is None or done is None else extras.at(active, attained, done)
         state = QueueState(now=t, submit_s=submit[active], gpus=gpus[active], attained_gpu_s=attained[active],
-                           remaining_s=remaining[active] / demand_thr[active], running=rate[active] > 0)
+                           remaining_s=remaining[active] / demand_thr[active], running=rate[active] > 0, **more)
         s = float(stable(state))
         if s < math.inf:
             k = min(k, max(1, math.ceil(s / R - 1e-12)))
     return k
+
+
+@dataclass(frozen=True)
+class _PolicyExtras:
+    """Per-job quantities some queue policies use (the optional fields of :class:`QueueState`)."""
+
+    work_s: np.ndarray
+    equal_speed: np.ndarray
+    total_gpus: float
+
+    def at(self, active: np.ndarray, attained: np.ndarray, done: np.ndarray) -> dict[str, Any]:
+        return {"work_s": self.work_s[active], "equal_speed": self.equal_speed[active], "total_gpus": self.total_gpus,
+                "finished_gpu_s": attained[done]}
+
+
+def _policy_extras(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], total_gpus: float) -> _PolicyExtras:
+    """Each job's run time at demand, and its GPU-weighted mean speed over the GPUs it may use
+    (what an equal share of the cluster would give it; Gavel's normalisation)."""
+    per_type: dict[str, int] = {}
+    for nd in nodes:
+        per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
+    cache: dict[tuple[tuple[str, float], ...] | None, float] = {}
+    eq = np.ones(len(jobs))
+    for i, j in enumerate(jobs):
+        key = None if j.gpu_speed is None else tuple(sorted(j.gpu_speed.items()))
+        if key not in cache:
+            sp = {t: (1.0 if j.gpu_speed is None else j.gpu_speed.get(t)) for t in per_type}
+            tot = sum(per_type[t] for t, v in sp.items() if v is not None)
+            cache[key] = sum(per_type[t] * v for t, v in sp.items() if v is not None) / tot if tot else 1.0
+        eq[i] = cache[key]
+    return _PolicyExtras(np.array([j.duration_s for j in jobs], dtype=np.float64), eq, total_gpus)
 
 
 def _offer(

@@ -33,6 +33,11 @@ class QueueState:
     attained_gpu_s: np.ndarray  #: GPU-seconds held so far (Tiresias' 2D attained service)
     remaining_s: np.ndarray  #: remaining run time at the fixed demand on a speed-1.0 GPU
     running: np.ndarray  #: bool, holds GPUs now
+    #: optional extras (``None`` when the caller does not know them; policies that need one say so)
+    work_s: np.ndarray | None = None  #: total run time at the fixed demand on a speed-1.0 GPU (the trace's duration)
+    equal_speed: np.ndarray | None = None  #: the job's mean GPU speed over the cluster's GPUs it may use
+    total_gpus: float | None = None  #: GPUs in the cluster
+    finished_gpu_s: np.ndarray | None = None  #: attained GPU-seconds of the jobs finished so far (history)
 
 
 class QueuePolicy(Protocol):
@@ -155,7 +160,15 @@ POLICIES = {"fifo": FIFO, "srf": ShortestRemaining, "las": LAS, "maxmin": MaxMin
 
 
 def get_policy(name: str, **kwargs: float) -> QueuePolicy:
-    """A policy by name (``fifo``, ``srf``, ``las``, ``maxmin``)."""
+    """A policy by name (``fifo``, ``srf``, ``las``, ``maxmin``, and the literature's ``srtf``,
+    ``gittins``, ``themis``, ``gavel``: :mod:`optsched.sim.literature`)."""
     if name not in POLICIES:
         raise InputError("policy", name, f"unknown queue policy; known: {sorted(POLICIES)}")
     return POLICIES[name](**kwargs)  # type: ignore[arg-type]
+
+
+# the literature's policies live in their own module; it imports this one, which the package's
+# __init__ always loads first (via the engine), so this late import is safe
+from optsched.sim.literature import LITERATURE_POLICIES  # noqa: E402
+
+POLICIES.update(LITERATURE_POLICIES)
