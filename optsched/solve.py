@@ -71,7 +71,12 @@ def solve_round(
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError("seed", seed, "must be a non-negative integer")
     if hint is not None and not isinstance(hint, Schedule):
-        hint = Schedule.from_dict(hint)
+        if not isinstance(hint, Mapping):
+            raise InputError("hint", hint, "must be a Schedule or a schedule JSON object")
+        try:
+            hint = Schedule.from_dict(hint)
+        except InputError as e:
+            raise e.within("hint") from None
     if hint is not None:
         bad = check_schedule(instance, hint)
         if bad:

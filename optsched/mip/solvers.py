@@ -46,6 +46,8 @@ __all__ = ["CbcSolver", "PulpSolver", "ScipSolver"]
 MIP_GAP = 1e-9
 #: seconds kept back from the time limit for reading the solution and checking it
 _RESERVE_S = 0.05
+#: a dual bound this large is a solver's stand-in for infinity (SCIP's is 1e20), not a bound
+_NO_BOUND = 1e19
 _KNOWN_OPTIONS = frozenset({"num_threads", "log", "greedy"})
 
 
@@ -171,7 +173,8 @@ class _MpSolverMip(_MipSolver):
             # the all-zero vector (empty schedule) is feasible and every column is bounded
             raise SolverBug(f"{self.name}: MPSolver says {stats['mpsolver_status']} for {mip.instance.name}")
         bound = solver.Objective().BestBound()
-        bound = bound if math.isfinite(bound) else None
+        # SCIP reports its "infinity" (1e20) when it has no dual bound yet: that is no bound
+        bound = bound if math.isfinite(bound) and abs(bound) < _NO_BOUND else None
         if code == pywraplp.Solver.NOT_SOLVED:  # stopped without an incumbent
             stats["stopped"] = "time limit without incumbent"
             return Schedule.empty(mip.instance.name), Status.TIME_LIMIT, bound
