@@ -38,19 +38,24 @@ class CheckReport(list):
     """The list of violations (empty when feasible), with the recomputed ``objective``.
 
     The objective counts every job whose own assignment is readable, so it is meaningful
-    only when the list is empty.
+    only when the list is empty. ``deadline_misses`` lists the urgent deadline jobs left out
+    (contract version 2: a report, not a violation).
     """
 
-    def __init__(self, violations: list[Violation], objective: float) -> None:
+    def __init__(self, violations: list[Violation], objective: float, deadline_misses: list[str] | None = None) -> None:
         super().__init__(violations)
         self.objective = objective
+        self.deadline_misses = list(deadline_misses or [])
 
     @property
     def feasible(self) -> bool:
         return not self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"feasible": self.feasible, "objective": self.objective, "violations": [v.to_dict() for v in self]}
+        d = {"feasible": self.feasible, "objective": self.objective, "violations": [v.to_dict() for v in self]}
+        if self.deadline_misses:
+            d["deadline_misses"] = list(self.deadline_misses)
+        return d
 
 
 def _is_pos_int(v: Any) -> bool:
@@ -69,6 +74,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     used_cpu = {n: 0 for n in nodes}
     used_mem = {n: 0 for n in nodes}
     total = 0.0
+    readable: dict[str, dict[str, int]] = {}  # scheduled job -> its node map, for rules 6 and 7
     for jid, a in raw.get("jobs", {}).items():
         if a is None:
             continue
@@ -92,6 +98,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
                 where[nid] = k
         if not ok:
             continue
+        readable[jid] = where
         # rule 2: the whole gang, on one allowed GPU type
         n_gpus = sum(where.values())
         if n_gpus != job.gpus:
@@ -134,4 +141,61 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         for what, used, cap in (("GPUs", used_gpu, node.gpus), ("CPU cores", used_cpu, node.cpus), ("GB of memory", used_mem, node.mem_gb)):
             if used[nid] > cap:
                 out.append(Violation(4, f"node {nid}: {used[nid]} {what} used, {cap} available", node=nid))
-    return CheckReport(out, total if math.isfinite(total) else 0.0)
+    out += _quota_rule(instance, readable) + _moves_rule(instance, readable)
+    return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable))
+
+
+def _quota_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[Violation]:
+    """Rule 6 (round.tenants): while a tenant below its quota has a job left out that fits in the
+    rest of its quota, no tenant holds more GPUs than its quota and no job without a tenant runs."""
+    quotas = instance.round.tenants
+    if quotas is None:
+        return []
+    held: dict[str | None, int] = {}
+    for job in instance.jobs:
+        if job.id in scheduled:
+            held[job.tenant] = held.get(job.tenant, 0) + sum(scheduled[job.id].values())
+    waiting = [job for job in instance.jobs if job.id not in scheduled and job.tenant in quotas
+               and held.get(job.tenant, 0) + job.gpus <= quotas[job.tenant]]
+    if not waiting:
+        return []
+    out = []
+    for tenant, gpus in sorted(held.items(), key=lambda kv: str(kv[0])):
+        limit = 0 if tenant is None else quotas.get(tenant, 0)
+        if gpus > limit:
+            who = "jobs without a tenant hold" if tenant is None else f"tenant {tenant} holds"
+            out.append(Violation(6, f"{who} {gpus} GPUs over its quota of {limit} while job {waiting[0].id} of tenant "
+                                    f"{waiting[0].tenant} waits within its quota", job=waiting[0].id))
+    return out
+
+
+def _moves_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[Violation]:
+    """Rule 7 (round.max_moves): running jobs whose node -> GPU map changes number at most max_moves."""
+    cap = instance.round.max_moves
+    if cap is None:
+        return []
+    moved = [jid for jid, where in scheduled.items()
+             if instance.job(jid).placement is not None and dict(instance.job(jid).placement) != dict(where)]
+    if len(moved) <= cap:
+        return []
+    return [Violation(7, f"{len(moved)} running jobs move ({', '.join(sorted(moved)[:5])}...), at most {cap} may")]
+
+
+def _deadline_misses(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """Jobs with a deadline that can still make it at their best rate but not after waiting this
+    round, and are not scheduled."""
+    out = []
+    types = {n.gpu_type for n in instance.nodes}
+    for job in instance.jobs:
+        if job.deadline_s is None or job.remaining_s is None or job.id in scheduled:
+            continue
+        fastest = max([1.0 if job.gpu_speed is None else job.gpu_speed.get(t, 0.0) for t in types] or [0.0])
+        demand_tp = job.profile.throughput[job.profile.cpus_per_gpu.index(job.demand[0])][job.profile.mem_per_gpu_gb.index(job.demand[1])]
+        top = max(tp for row in job.profile.throughput for tp in row if not instance.round.fair or tp >= demand_tp)
+        rate = fastest * top / demand_tp
+        if rate <= 0:
+            continue
+        alone = job.remaining_s / rate
+        if alone <= job.deadline_s and instance.round.duration_s + alone > job.deadline_s:
+            out.append(job.id)
+    return out

@@ -16,9 +16,13 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "Instance", "Job", "Node", "Profile", "Round"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "Instance", "Job", "Node", "Profile", "Round"]
 
 CONTRACT_VERSION = 1
+#: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
+#: ``deadline_s``, ``remaining_s``; round ``tenants``, ``max_moves``: formulations/policies.md)
+#: and is written exactly when one of them is present
+CONTRACT_VERSIONS = (1, 2)
 
 
 # --- small readers shared by every from_dict: one place that decides what a valid field is ----
@@ -73,8 +77,8 @@ def _check_list(name: str, v: Any) -> list[Any]:
 
 def _check_version(v: Any) -> int:
     # the integer 1 exactly: true == 1 and 1.0 == 1 in Python, but neither is the JSON number 1
-    if isinstance(v, bool) or not isinstance(v, int) or v != CONTRACT_VERSION:
-        raise InputError("version", v, f"unknown contract version (this optsched reads version {CONTRACT_VERSION})")
+    if isinstance(v, bool) or not isinstance(v, int) or v not in CONTRACT_VERSIONS:
+        raise InputError("version", v, f"unknown contract version (this optsched reads versions {list(CONTRACT_VERSIONS)})")
     return v
 
 
@@ -221,6 +225,10 @@ class Job:
     spread_factor: float = 1.0
     placement: Mapping[str, int] | None = None
     restart_s: float = 0.0
+    #: version-2 policy fields (formulations/policies.md): quota owner, deadline and remaining work
+    tenant: str | None = None
+    deadline_s: float | None = None  #: seconds from the start of this round to the job's deadline
+    remaining_s: float | None = None  #: run time left at the demand point on a speed-1.0 GPU, one node
 
     def __post_init__(self) -> None:
         _check_str("id", self.id)
@@ -263,6 +271,19 @@ class Job:
                 raise InputError("placement", dict(clean_p), f"must hold exactly gpus={self.gpus} GPUs in total")
             object.__setattr__(self, "placement", _frozen_map(clean_p) if clean_p else None)
         object.__setattr__(self, "restart_s", _check_float("restart_s", self.restart_s, nonneg=True))
+        if self.tenant is not None:
+            _check_str("tenant", self.tenant)
+        if self.deadline_s is not None:
+            object.__setattr__(self, "deadline_s", _check_float("deadline_s", self.deadline_s, nonneg=True))
+            if self.remaining_s is None:
+                raise InputError("remaining_s", None, "is required with deadline_s (the work left decides whether the job must run now)")
+        if self.remaining_s is not None:
+            object.__setattr__(self, "remaining_s", _check_float("remaining_s", self.remaining_s, positive=True))
+
+    @property
+    def uses_v2(self) -> bool:
+        """Whether a version-2 field is set."""
+        return self.tenant is not None or self.deadline_s is not None or self.remaining_s is not None
 
     # --- derived quantities used everywhere ---
 
@@ -300,6 +321,9 @@ class Job:
             spread_factor=_get(d, "spread_factor", 1.0),
             placement=_get(d, "placement", None),
             restart_s=_get(d, "restart_s", 0.0),
+            tenant=_get(d, "tenant", None),
+            deadline_s=_get(d, "deadline_s", None),
+            remaining_s=_get(d, "remaining_s", None),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -316,6 +340,9 @@ class Job:
             d["placement"] = dict(self.placement)
         if self.restart_s:
             d["restart_s"] = self.restart_s
+        for key in ("tenant", "deadline_s", "remaining_s"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         return d
 
 
@@ -330,23 +357,62 @@ def _missing_demand(demand: Mapping[str, Any]) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Round:
-    """Round settings: its length (restart costs are a share of it) and Synergy-style fairness."""
+    """Round settings: its length (restart costs are a share of it) and Synergy-style fairness.
+
+    Version 2 adds ``tenants`` (tenant name -> guaranteed GPU quota) and ``max_moves`` (at most
+    this many running jobs change placement this round); see formulations/policies.md.
+    """
 
     duration_s: float = 300.0
     fair: bool = False
+    tenants: Mapping[str, int] | None = None
+    max_moves: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "duration_s", _check_float("duration_s", self.duration_s, positive=True))
         if not isinstance(self.fair, bool):
             raise InputError("fair", self.fair, "must be true or false")
+        if self.tenants is not None:
+            ten = _check_mapping("tenants", self.tenants)
+            clean = {}
+            for name, q in ten.items():
+                _check_str("tenants", name)
+                clean[name] = _check_int(f"tenants.{name}.quota_gpus", q)
+            object.__setattr__(self, "tenants", _frozen_map(clean))
+        if self.max_moves is not None:
+            _check_int("max_moves", self.max_moves)
+
+    @property
+    def uses_v2(self) -> bool:
+        """Whether a version-2 field is set."""
+        return self.tenants is not None or self.max_moves is not None
 
     @classmethod
     def from_dict(cls, d: Any) -> Round:
         d = _check_mapping("", d)
-        return cls(duration_s=_get(d, "duration_s", 300.0), fair=_get(d, "fair", False))
+        tenants = _get(d, "tenants", None)
+        if tenants is not None:
+            tenants = dict(_check_mapping("tenants", tenants))
+            for name, spec in tenants.items():
+                spec = _check_mapping(f"tenants.{name}", spec)
+                unknown = sorted(set(spec) - {"quota_gpus"})
+                if unknown:
+                    raise InputError(f"tenants.{name}", unknown, "unknown field(s); a tenant has quota_gpus")
+                tenants[name] = _get(spec, "quota_gpus") if "quota_gpus" in spec else _missing(f"tenants.{name}.quota_gpus")
+        return cls(duration_s=_get(d, "duration_s", 300.0), fair=_get(d, "fair", False), tenants=tenants,
+                   max_moves=_get(d, "max_moves", None))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"duration_s": self.duration_s, "fair": self.fair}
+        d: dict[str, Any] = {"duration_s": self.duration_s, "fair": self.fair}
+        if self.tenants is not None:
+            d["tenants"] = {name: {"quota_gpus": q} for name, q in self.tenants.items()}
+        if self.max_moves is not None:
+            d["max_moves"] = self.max_moves
+        return d
+
+
+def _missing(field_name: str) -> Any:
+    raise InputError(field_name, None, "is required")
 
 
 @dataclass(frozen=True)
@@ -364,6 +430,7 @@ class Instance:
     def __post_init__(self) -> None:
         _check_version(self.version)
         _check_str("name", self.name)
+
         object.__setattr__(self, "nodes", tuple(_check_list("nodes", self.nodes)))
         object.__setattr__(self, "jobs", tuple(_check_list("jobs", self.jobs)))
         if not isinstance(self.round, Round):
@@ -391,6 +458,14 @@ class Instance:
             types = sorted({self.nodes[node_index[nid]].gpu_type for nid in (j.placement or {})})
             if len(types) > 1:  # no feasible schedule (rule 2) leaves a gang running like this
                 raise InputError(f"jobs[{i}].placement", dict(j.placement or {}), f"spans GPU types {types}; a job runs on one type")
+            if self.round.tenants is not None and j.tenant is not None and j.tenant not in self.round.tenants:
+                raise InputError(f"jobs[{i}].tenant", j.tenant, f"is not one of round.tenants {sorted(self.round.tenants)}")
+        if self.round.tenants is not None:
+            quota, gpus = sum(self.round.tenants.values()), sum(n.gpus for n in self.nodes)
+            if quota > gpus:
+                raise InputError("round.tenants", dict(self.round.tenants), f"guarantee {quota} GPUs in all; the cluster has {gpus}")
+        # the version follows the content: 2 exactly when a version-2 field is set
+        object.__setattr__(self, "version", 2 if self.round.uses_v2 or any(j.uses_v2 for j in self.jobs) else 1)
         object.__setattr__(self, "_node_index", MappingProxyType(node_index))
         object.__setattr__(self, "_job_index", MappingProxyType(job_index))
 
@@ -440,7 +515,12 @@ class Instance:
                 jobs.append(Job.from_dict(jd))
             except InputError as e:
                 raise e.within(f"jobs[{i}]") from None
-        return cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
+        inst = cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
+        if inst.version != version:
+            why = "uses version-2 fields (tenant, deadline_s, remaining_s, round.tenants, round.max_moves)" if inst.version == 2 \
+                else "declares version 2 but uses no version-2 field; write version 1"
+            raise InputError("version", version, why)
+        return inst
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,201 @@
+"""The round's policy families (contract version 2): tenant quotas, bounded moves, deadlines.
+
+``formulations/policies.md`` states the rules; this module holds what solvers share about them:
+which families a round uses (:func:`policy_families`), which jobs must run now to make their
+deadline (:func:`urgent_jobs`), whether a schedule keeps the hard rules
+(:func:`policy_feasible`), and :func:`repair`, which turns any contract-feasible schedule into one
+that keeps them (used by the heuristics, by CP-SAT for its hints, and by ``solve_round`` for a
+caller's hint). The independent checker re-derives the same rules without this module.
+
+* **quotas** (``round.tenants``, job ``tenant``): while a tenant below its guaranteed GPU quota
+  has a job waiting that would fit in what is left of its quota, nobody borrows (no tenant above
+  its quota, no job without a tenant). Borrowing is allowed otherwise (HiveD-style reclaim).
+* **max_moves** (``round.max_moves``): at most this many running jobs change node -> GPU map
+  (Gandiva-style bounded migration); a preemption is not a move.
+* **deadlines** (job ``deadline_s``, ``remaining_s``): a job is *urgent* when it can still meet
+  its deadline at its best rate but not if it waits a round. Urgent jobs are forced in when the
+  round can hold them (exact solvers prove it) and reported otherwise (``deadline_misses``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from optsched.model import Instance, Job
+from optsched.schedule import Assignment, Schedule
+from optsched.values import assignment_value, is_move
+
+if TYPE_CHECKING:
+    from optsched.heuristics.common import Cluster
+
+__all__ = ["FAMILIES", "best_speedup", "deadline_misses", "policy_families", "policy_feasible", "repair", "urgent", "urgent_jobs"]
+
+#: the families, in the order the docs list them
+FAMILIES = ("quotas", "max_moves", "deadlines")
+
+
+def policy_families(instance: Instance) -> frozenset[str]:
+    """The policy families this round uses."""
+    out = set()
+    if instance.round.tenants is not None:
+        out.add("quotas")
+    if instance.round.max_moves is not None:
+        out.add("max_moves")
+    if any(j.deadline_s is not None for j in instance.jobs):
+        out.add("deadlines")
+    return frozenset(out)
+
+
+def best_speedup(instance: Instance, job: Job) -> float:
+    """The job's best rate relative to its demand on a speed-1.0 GPU: max over the allowed GPU
+    types present and the (fair-eligible) grid points of ``speed x throughput / throughput[demand]``;
+    0 when it may use no GPU type of the cluster."""
+    speeds = [job.speed(t) for t in instance.gpu_types]
+    best_speed = max((s for s in speeds if s is not None), default=0.0)
+    base = job.demand_throughput
+    thr = [tp for _c, _m, tp in job.profile.points() if not instance.round.fair or tp >= base]
+    return best_speed * max(thr) / base
+
+
+def urgent(instance: Instance, job: Job) -> bool:
+    """Attainable (``remaining / best <= deadline``) but not after waiting one round
+    (``duration + remaining / best > deadline``)."""
+    if job.deadline_s is None or job.remaining_s is None:
+        return False
+    best = best_speedup(instance, job)
+    if best <= 0:
+        return False
+    need = job.remaining_s / best
+    return need <= job.deadline_s < instance.round.duration_s + need
+
+
+def urgent_jobs(instance: Instance) -> list[str]:
+    """Ids of the urgent jobs, in instance order."""
+    return [j.id for j in instance.jobs if urgent(instance, j)]
+
+
+def deadline_misses(instance: Instance, schedule: Schedule) -> list[str]:
+    """Urgent jobs the schedule leaves out."""
+    return [j for j in urgent_jobs(instance) if j not in schedule.jobs]
+
+
+def _used(instance: Instance, jobs: Mapping[str, Assignment]) -> dict[str | None, int]:
+    used: dict[str | None, int] = {}
+    for jid in jobs:
+        job = instance.job(jid)
+        used[job.tenant] = used.get(job.tenant, 0) + job.gpus
+    return used
+
+
+def _quota(instance: Instance, tenant: str | None) -> int:
+    tenants = instance.round.tenants or {}
+    return tenants.get(tenant, 0) if tenant is not None else 0
+
+
+def _owner_waiting(instance: Instance, jobs: Mapping[str, Assignment], used: dict[str | None, int]) -> bool:
+    """Some tenant below its quota has an unscheduled job that fits in the rest of its quota."""
+    tenants = instance.round.tenants or {}
+    for job in instance.jobs:
+        if job.tenant in tenants and job.id not in jobs and used.get(job.tenant, 0) + job.gpus <= tenants[job.tenant]:
+            return True
+    return False
+
+
+def _borrowers(instance: Instance, used: dict[str | None, int]) -> list[str | None]:
+    return [t for t, g in used.items() if g > _quota(instance, t)]
+
+
+def _moves(instance: Instance, jobs: Mapping[str, Assignment]) -> list[str]:
+    return [jid for jid, a in jobs.items() if is_move(instance.job(jid), a.nodes)]
+
+
+def policy_feasible(instance: Instance, schedule: Schedule) -> bool:
+    """Whether ``schedule`` keeps the quota and max_moves rules (deadlines are not a feasibility rule)."""
+    jobs = schedule.jobs
+    if instance.round.max_moves is not None and len(_moves(instance, jobs)) > instance.round.max_moves:
+        return False
+    if instance.round.tenants is not None:
+        used = _used(instance, jobs)
+        if _borrowers(instance, used) and _owner_waiting(instance, jobs, used):
+            return False
+    return True
+
+
+def repair(instance: Instance, schedule: Schedule) -> Schedule:
+    """A schedule close to ``schedule`` that keeps the quota and max_moves rules.
+
+    1. Moves beyond ``max_moves``: the lowest-valued moved jobs are left out (preempted).
+    2. Quotas: waiting jobs of tenants below quota that fit in their quota are added where they
+       fit now; if the rule still fails, borrowers' jobs (lowest value per GPU first) are left out
+       until nobody borrows, and waiting quota jobs are added again in the room that frees.
+    3. Urgent (deadline) jobs still out are added where they fit, when the rules still hold.
+
+    Only jobs that are not running, or running jobs put back exactly where they run, are added,
+    so additions never count as moves.
+    """
+    from optsched.heuristics.common import Cluster  # the heuristics import this module
+
+    jobs = dict(schedule.jobs)
+    if instance.round.max_moves is not None:
+        moved = sorted(_moves(instance, jobs), key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]), j))
+        for jid in moved[: max(0, len(moved) - instance.round.max_moves)]:
+            del jobs[jid]
+    cl = Cluster(instance)
+    for a in jobs.values():
+        cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
+    tenants = instance.round.tenants
+    if tenants is not None:
+        _add_quota_jobs(instance, jobs, cl)
+        used = _used(instance, jobs)
+        if _borrowers(instance, used) and _owner_waiting(instance, jobs, used):
+            for t in _borrowers(instance, used):
+                mine = sorted((j for j in jobs if instance.job(j).tenant == t),
+                              key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]) / instance.job(j).gpus, j))
+                for jid in mine:
+                    if used[t] <= _quota(instance, t):
+                        break
+                    a = jobs.pop(jid)
+                    cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb, sign=-1)
+                    used[t] -= instance.job(jid).gpus
+            _add_quota_jobs(instance, jobs, cl)
+    for jid in urgent_jobs(instance):
+        if jid in jobs:
+            continue
+        a = _fit(instance, cl, instance.job(jid))
+        if a is None:
+            continue
+        jobs[jid] = a
+        if policy_feasible(instance, Schedule(instance.name, jobs)):
+            cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
+        else:
+            del jobs[jid]
+    return Schedule(schedule.instance, jobs)
+
+
+def _add_quota_jobs(instance: Instance, jobs: dict[str, Assignment], cl: Cluster) -> None:
+    tenants = instance.round.tenants or {}
+    used = _used(instance, jobs)
+    for job in sorted(instance.jobs, key=lambda j: (not urgent(instance, j), -j.weight, j.id)):
+        if job.id in jobs or job.tenant not in tenants or used.get(job.tenant, 0) + job.gpus > tenants[job.tenant]:
+            continue
+        a = _fit(instance, cl, job)
+        if a is not None:
+            jobs[job.id] = a
+            cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
+            used[job.tenant] = used.get(job.tenant, 0) + job.gpus
+
+
+def _fit(instance: Instance, cl: Cluster, job: Job) -> Assignment | None:
+    """Where ``job`` fits in the free room at its demand point without a move (its current
+    placement if it runs, else best fit on its fastest allowed type); ``None`` when nowhere."""
+    from optsched.heuristics.common import types_by_speed
+
+    c, m = job.demand
+    if job.placement is not None:
+        return Assignment(dict(job.placement), c, m) if cl.fits_at(job.placement, c, m) else None
+    for t in types_by_speed(instance, job):
+        nodes = cl.best_fit(t, job.gpus, c, m)
+        if nodes is not None:
+            return Assignment(nodes, c, m)
+    return None
