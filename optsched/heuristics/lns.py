@@ -139,6 +139,7 @@ class LargeNeighbourhoodSearch:
         allowed = {d.job.id: set(d.types) for d in data}
         all_nodes = [n for t in by_type for n in by_type[t]]
         size = opts["nodes"]
+        status = Status.FEASIBLE
         sub = CpSatSolver()
         while all_nodes and time.perf_counter() + 0.05 < deadline:
             stats["steps"] += 1
@@ -173,11 +174,19 @@ class LargeNeighbourhoodSearch:
             if cand_value > value + 1e-9:
                 incumbent, value = candidate, cand_value
                 stats["improvements"] += 1
+            # a neighbourhood that freed every node and offered every waiting job is the whole
+            # round: its proven optimum is the round's, and nothing is left to search
+            if res.status is Status.OPTIMAL and len(node_ids) == len(all_nodes) and len(extra) == len(waiting):
+                status, bound = Status.OPTIMAL, max(value, res.bound if res.bound is not None else value)
+                break
+            if bound is not None and value >= bound - 1e-9 * max(1.0, abs(bound)):
+                status = Status.OPTIMAL  # the incumbent meets the LP bound
+                break
         stats["final_nodes"] = size
         if bound is not None:
             bound = max(bound, value)
         stats["time_s"] = time.perf_counter() - start
-        return Result(incumbent, Status.FEASIBLE, value, bound, self.name, "heuristic", time.perf_counter() - start, stats)
+        return Result(incumbent, status, value, bound, self.name, "heuristic", time.perf_counter() - start, stats)
 
 
 #: relative slack added to an LP bound (GLOP answers within 1e-7 relative feasibility tolerances)
