@@ -101,3 +101,33 @@ def test_size_classes():
     assert size_class(64, 256) == "medium"
     assert size_class(1024, 4000) == "large"
     assert size_class(2048, 8000) == "huge"
+
+
+def test_lp_bound_and_optimal_status_prove_an_instance(tmp_path):
+    """An LP bound below the solver's bound becomes the best bound; a run with status optimal
+    proves the instance within CP-SAT's scaling resolution; rescore measures old runs against
+    the index's best value."""
+    from optsched.bench.index import lp_bounds
+    from optsched.bench.runner import rescore, write_rows
+
+    save_instance(_instance("i1"), tmp_path / "i1.json")
+    files = instance_files([tmp_path])
+    out = tmp_path / "res.csv"
+    rows = run_bench([BenchTask(str(files[0]), "test-one", 0, 1.0)], out, backend="serial", progress=False)
+    lp = lp_bounds(files, progress=False)
+    assert lp["i1.json"] == pytest.approx(4.0, rel=1e-5)  # both jobs at 2 cores: 2.0 each
+    index = update_index(tmp_path / "index.csv", files, read_rows(out), {"i1.json": 3.9})
+    assert float(index["i1.json"]["best_bound"]) == 3.9 and float(index["i1.json"]["lp_bound"]) == 3.9
+    assert index["i1.json"]["proven_optimal"] == 0  # best known 2.0 < 3.9
+
+    near = [{**r, "objective": 4.0 * (1 - 5e-6)} for r in read_rows(out)]
+    index = update_index(tmp_path / "index2.csv", files, near, lp)
+    assert index["i1.json"]["proven_optimal"] == 0  # 5e-6 apart and no run claims optimality
+    index = update_index(tmp_path / "index3.csv", files, [{**r, "status": "optimal"} for r in near], lp)
+    assert index["i1.json"]["proven_optimal"] == 1  # within 1e-5 and claimed optimal by a run
+
+    rescored = rescore(read_rows(out), read_trajectories(out), {"i1.json": 4.0})
+    assert float(rescored[0]["gap_to_best"]) == pytest.approx(0.5)
+    assert rescored[0]["time_to_1pct"] == "" and float(rescored[0]["primal_integral"]) > 0
+    write_rows(out, rescored)
+    assert read_rows(out)[0]["best_known"] == "4.0" and len(rows) == 1

@@ -25,8 +25,8 @@ from optsched.checker import check_schedule
 from optsched.io import load_instance
 
 __all__ = [
-    "COLUMNS", "BenchTask", "primal_integral", "read_rows", "read_trajectories", "run_bench", "run_task",
-    "time_to_gap", "trajectory_path",
+    "COLUMNS", "BenchTask", "primal_integral", "read_rows", "read_trajectories", "rescore", "run_bench", "run_task",
+    "time_to_gap", "trajectory_path", "write_rows",
 ]
 
 COLUMNS = (
@@ -147,6 +147,47 @@ def read_trajectories(out: str | Path) -> dict[tuple[str, ...], list[list[float]
 def read_rows(path: str | Path) -> list[dict[str, str]]:
     with Path(path).open(newline="") as f:
         return list(csv.DictReader(f))
+
+
+def write_rows(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Rewrite a results table atomically (a crash leaves the old file whole)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in COLUMNS})
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def rescore(
+    rows: Iterable[Mapping[str, Any]],
+    trajectories: Mapping[tuple[str, ...], Sequence[Sequence[float]]],
+    best_known: Mapping[str, float],
+) -> list[dict[str, Any]]:
+    """Rows with ``best_known``, ``gap_to_best``, ``time_to_1pct`` and ``primal_integral`` recomputed
+    against ``best_known`` (instance name -> value, e.g. from the index after a sweep), so runs made
+    before the best value was known are measured against it too. Other columns are kept."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        ref = best_known.get(r["instance"])
+        obj = as_float(r.get("objective"))
+        if ref is not None and obj is not None and r.get("status") != "error":
+            traj = trajectories.get(tuple(str(r[k]) for k in _KEY)) or [(as_float(r["time_s"]) or 0.0, obj)]
+            horizon = max(as_float(r["time_limit"]) or 0.0, as_float(r["time_s"]) or 0.0)
+            t1, pi = time_to_gap(traj, ref), primal_integral(traj, ref, horizon)
+            r.update(
+                best_known=ref,
+                gap_to_best=max(0.0, (ref - obj) / max(abs(ref), 1e-9)),
+                time_to_1pct="" if t1 is None else round(t1, 4),
+                primal_integral="" if pi is None else round(pi, 4),
+            )
+        out.append(r)
+    return out
 
 
 def run_bench(

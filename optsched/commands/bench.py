@@ -19,13 +19,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", default="bench-results.csv", help="results table (CSV), appended to and resumed")
     p.add_argument("--index", help="instance index CSV giving best-known values (e.g. instances/index.csv)")
     p.add_argument("--update-index", action="store_true", help="write best-known values and bounds back into --index")
+    p.add_argument("--lp-bound", action="store_true", help="with --update-index: also record each instance's LP-relaxation bound")
     p.add_argument("--plot", metavar="DIR", help="write performance-profile and bound-trajectory PNGs into DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.bench.index import instance_files, read_index, update_index
-    from optsched.bench.runner import BenchTask, read_rows, read_trajectories, run_bench
+    from optsched.bench.index import instance_files, lp_bounds, read_index, update_index
+    from optsched.bench.runner import BenchTask, read_rows, read_trajectories, rescore, run_bench, write_rows
     from optsched.bench.summary import format_table, summarise
     from optsched.registry import get_method
 
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--address", args.address, "only applies to --backend ray")
     if args.update_index and not args.index:
         raise InputError("--update-index", True, "needs --index")
+    if args.lp_bound and not args.update_index:
+        raise InputError("--lp-bound", True, "needs --update-index")
     files = instance_files(args.instances)
     missing = [f for f in files if not f.exists()]
     if missing:
@@ -59,13 +62,18 @@ def run(args: argparse.Namespace) -> int:
     ]
     run_bench(tasks, args.out, backend=args.backend, workers=args.workers, address=args.address, progress=not args.no_progress)
     names = {f.name for f in files}
+    trajectories = read_trajectories(args.out)
+    if args.update_index:
+        lp = lp_bounds(files, progress=not args.no_progress) if args.lp_bound else None
+        index = update_index(args.index, files, read_rows(args.out), lp)
+        print(f"index updated: {args.index}")
+    if index:  # measure every run against the best value now known, not the one known when it ran
+        best = {n: v for n, e in index.items() if (v := _float(e.get("best_known"))) is not None}
+        write_rows(args.out, rescore(read_rows(args.out), trajectories, best))
     rows = [r for r in read_rows(args.out) if r["instance"] in names and r["solver"] in solvers]
     print(format_table(summarise(rows)))
-    if args.update_index:
-        update_index(args.index, files, rows)
-        print(f"index updated: {args.index}")
     if args.plot:
-        _plots(Path(args.plot), rows, read_trajectories(args.out))
+        _plots(Path(args.plot), rows, trajectories)
         print(f"plots written to {args.plot}")
     return 0
 
