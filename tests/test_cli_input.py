@@ -1,0 +1,82 @@
+"""Bad input on the command line, as a user meets it: ``python -m optsched VERB ...`` exits 2,
+names the field (and the value) on stderr, and prints no traceback, for every verb that reads
+an instance or options: solve, check, export, validate and gen.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[1]
+TINY = REPO / "instances" / "tiny" / "t-2n-4j-01.json"
+OK_SCHEDULE = {"instance": "t-2n-4j-01", "jobs": {"j0": {"nodes": {"n0": 2}, "cpus_per_gpu": 1, "mem_per_gpu_gb": 21}}}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    """Bad instance files, each the tiny round broken once, and a feasible schedule for it."""
+    d = tmp_path_factory.mktemp("cli")
+    text = TINY.read_text()
+    doc = json.loads(text)
+    neg = json.loads(text)
+    neg["jobs"][1]["profile"]["throughput"][0][1] = -1.0
+    (d / "neg.json").write_text(json.dumps(neg))
+    vtrue = json.loads(text)
+    vtrue["version"] = True
+    (d / "vtrue.json").write_text(json.dumps(vtrue))
+    nan = json.dumps(doc).replace('"weight": 1.42', '"weight": NaN')
+    assert "NaN" in nan
+    (d / "nan.json").write_text(nan)
+    dup = json.dumps(doc).replace('"id": "j1"', '"id": "j1", "id": "j0"')
+    assert dup.count('"id": "j0"') == 2
+    (d / "dup.json").write_text(dup)
+    (d / "ok.json").write_text(json.dumps(OK_SCHEDULE))
+    (d / "junk.json").write_text('{"jobs": ')
+    return d
+
+
+def optsched(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optsched", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+CASES = [
+    # (verb and arguments; files by name from the fixture's directory, {tiny} for the valid round), what stderr names
+    ("solve neg.json", ["jobs[1].profile.throughput[0][1]", "-1.0"]),
+    ("solve vtrue.json", ["version", "True"]),
+    ("solve nan.json", ["jobs[0].weight", "nan"]),
+    ("solve dup.json", ["'id' twice", "dup.json"]),
+    ("solve {tiny} --hint neg.json", ["--hint.jobs"]),
+    ("solve {tiny} --time-limit nan", ["time_limit", "nan"]),
+    ("solve {tiny} --solver cpsat --option num_workers=0", ["num_workers", "0"]),
+    ("check neg.json ok.json", ["jobs[1].profile.throughput[0][1]"]),
+    ("check {tiny} junk.json", ["schedule", "not valid JSON"]),
+    ("check {tiny} absent.json", ["schedule.path", "absent.json"]),
+    ("export nan.json", ["jobs[0].weight", "nan"]),
+    ("export absent.json", ["path", "absent.json"]),
+    ("export {tiny} --format xyz", ["--format", "xyz"]),
+    ("validate neg.json ok.json", ["jobs[1].profile.throughput[0][1]"]),
+    ("validate {tiny} ok.json --time-limit -1", ["--time-limit", "-1"]),
+    ("validate {tiny} ok.json --solver nope", ["solver", "nope"]),
+    ("validate {tiny} absent.json", ["decision", "absent.json"]),
+    ("gen --nodes 2 --jobs 3 --tightness -1", ["tightness", "-1"]),
+    ("gen --nodes 2 --jobs 3 --running-fraction 2", ["running_fraction", "2"]),
+    ("gen --nodes 2 --jobs 3 --grid huge", ["grid", "huge"]),
+    ("gen --nodes 2 --jobs 3 --duration 0", ["duration_s", "0"]),
+]
+
+
+@pytest.mark.parametrize(("line", "named"), CASES, ids=[c[0].replace("{tiny}", "tiny") for c in CASES])
+def test_bad_input_exits_2_naming_the_field(files, line, named):
+    args = [a.replace("{tiny}", str(TINY)) for a in line.split()]
+    p = optsched(*args, cwd=files)
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]
+    for text in named:
+        assert text in p.stderr, p.stderr
+    assert p.stdout == ""  # nothing half-written on stdout
