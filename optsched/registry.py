@@ -37,20 +37,24 @@ class MethodInfo:
     target: str  #: "module:Class"
     takes_hint: bool = False
     default: bool = False  #: the family's default solver
+    #: the contract-v2 policy families it honours (round_policies.FAMILIES); solve_round refuses others
+    policies: tuple[str, ...] = ()
 
     def load(self) -> type[Solver]:
         module, _, attr = self.target.partition(":")
         return getattr(importlib.import_module(module), attr)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "family": self.family, "summary": self.summary, "takes_hint": self.takes_hint, "default": self.default}
+        return {"name": self.name, "family": self.family, "summary": self.summary, "takes_hint": self.takes_hint, "default": self.default,
+                "policies": list(self.policies)}
 
 
 _METHODS: dict[str, MethodInfo] = {}
 
 
 def register_method(
-    name: str, family: str, summary: str, target: str, *, takes_hint: bool = False, default: bool = False
+    name: str, family: str, summary: str, target: str, *, takes_hint: bool = False, default: bool = False,
+    policies: tuple[str, ...] = (),
 ) -> MethodInfo:
     """Add a method (``target`` = ``"module:Class"``). Names are unique; families are fixed."""
     if family not in FAMILIES:
@@ -59,7 +63,7 @@ def register_method(
         raise InputError("name", name, "is already registered")
     if default and any(m.default and m.family == family for m in _METHODS.values()):
         raise InputError("default", name, f"family {family!r} already has a default solver")
-    info = MethodInfo(name, family, summary, target, takes_hint, default)
+    info = MethodInfo(name, family, summary, target, takes_hint, default, tuple(policies))
     _METHODS[name] = info
     return info
 
@@ -83,21 +87,22 @@ def methods(family: str | None = None) -> list[MethodInfo]:
 
 
 # --- built-in methods ----------------------------------------------------------------------------
+_ALL_POLICIES = ("quotas", "max_moves", "deadlines")
 register_method(
     "cpsat", "exact", "Integrated formulation solved by OR-Tools CP-SAT (proven bounds)",
-    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True,
+    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=_ALL_POLICIES,
 )
 register_method(
     "fixed-demand", "heuristic", "Two-stage baseline: weight order, fixed per-GPU demand, best fit",
-    "optsched.heuristics.fixed_demand:FixedDemand",
+    "optsched.heuristics.fixed_demand:FixedDemand", policies=_ALL_POLICIES,
 )
 register_method(
     "fungible-greedy", "heuristic", "Synergy-TUNE style: place, then give leftover CPU/memory by marginal gain",
-    "optsched.heuristics.fungible_greedy:FungibleGreedy",
+    "optsched.heuristics.fungible_greedy:FungibleGreedy", policies=_ALL_POLICIES,
 )
 register_method(
     "lns", "heuristic", "CP-SAT large-neighbourhood search seeded by fungible-greedy",
-    "optsched.heuristics.lns:LargeNeighbourhoodSearch", takes_hint=True, default=True,
+    "optsched.heuristics.lns:LargeNeighbourhoodSearch", takes_hint=True, default=True, policies=_ALL_POLICIES,
 )
 register_method(
     "scip", "exact", "The shared MIP description solved by OR-Tools MPSolver with SCIP",

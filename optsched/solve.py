@@ -46,6 +46,21 @@ def _resolve(instance: Instance, method: str, solver: str | None, time_limit: fl
     return family_default(method)
 
 
+#: checker rules that belong to the policy families of contract version 2 (quotas, max_moves)
+_POLICY_RULES = (6, 7)
+
+
+def _check_policies(instance: Instance, info: MethodInfo) -> None:
+    """Refuse a method that does not honour a policy family the round uses (never ignore one)."""
+    from optsched.registry import methods
+    from optsched.round_policies import policy_families
+
+    missing = sorted(policy_families(instance) - set(info.policies))
+    if missing:
+        able = [m.name for m in methods() if set(missing) <= set(m.policies)]
+        raise InputError("solver", info.name, f"does not support the round's {', '.join(missing)}; methods that do: {able}")
+
+
 def solve_round(
     instance: Instance | Mapping[str, Any],
     method: str = "auto",
@@ -79,15 +94,25 @@ def solve_round(
             raise e.within("hint") from None
     if hint is not None:
         bad = check_schedule(instance, hint)
+        if bad and all(v.rule in _POLICY_RULES for v in bad):
+            # breaks only the round's policy rules (e.g. last round's schedule once a quota owner
+            # arrives): the nearest schedule that keeps them seeds the solver instead
+            from optsched.round_policies import repair
+
+            hint = repair(instance, hint)
+            bad = check_schedule(instance, hint)
         if bad:
             raise InputError("hint", str(bad[0]), "is not a feasible schedule for this instance")
     info = _resolve(instance, method, solver, float(time_limit))
+    _check_policies(instance, info)
     start = time.perf_counter()
     result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
     elapsed = time.perf_counter() - start
     report = check_schedule(instance, result.schedule)
     if report:
         raise SolverBug(f"{info.name} returned an infeasible schedule for {instance.name}: {report[:3]}")
+    if report.deadline_misses and "deadline_misses" not in result.stats:
+        result = replace(result, stats={**result.stats, "deadline_misses": list(report.deadline_misses)})
     if not math.isclose(report.objective, result.objective, rel_tol=1e-6, abs_tol=1e-6):
         raise SolverBug(f"{info.name} reported objective {result.objective} but the checker finds {report.objective}")
     if result.bound is not None and result.bound < report.objective - 1e-6 * max(1.0, abs(report.objective)):

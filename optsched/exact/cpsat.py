@@ -29,6 +29,7 @@ from optsched.exact.prep import JobData, dominating_point, job_classes, job_data
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
+from optsched.round_policies import deadline_misses, policy_families, repair, urgent_jobs
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -139,7 +140,8 @@ class RoundModel:
             self._tick()
             job, g = d.job, d.job.gpus
             home = None
-            if job.placement and len(job.placement) == 1 and job.restart_s > 0:
+            # with a move budget, staying put is tracked even when it costs nothing
+            if job.placement and len(job.placement) == 1 and (job.restart_s > 0 or inst.round.max_moves is not None):
                 home = inst.node_idx(next(iter(job.placement)))
                 self.home[d.index] = home
             moved = job.placement is not None  # a pooled mode of a pinned job counts as a move
@@ -295,7 +297,7 @@ class RoundModel:
                 self.model.add(sum(us) <= k - 1).only_enforce_if(self.ge[(j, k)].Not())
                 if k > 3:
                     self.model.add_implication(self.ge[(j, k)], self.ge[(j, k - 1)])
-            can_stay = job.placement is not None and len(job.placement) >= 2 and job.restart_s > 0
+            can_stay = job.placement is not None and len(job.placement) >= 2 and (job.restart_s > 0 or inst.round.max_moves is not None)
             always_moved = job.placement is not None and not can_stay
             if can_stay:
                 stay = self.model.new_bool_var(f"stay[{j}]")
@@ -548,8 +550,11 @@ class RoundModel:
                 "split_vars": len(self.y)}
 
 
-def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts: dict[str, Any], deadline: float) -> RoundModel:
-    """Build every constraint family (raises :class:`OutOfTime` past ``deadline``)."""
+def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts: dict[str, Any], deadline: float,
+                forced: list[int] | None = None) -> RoundModel:
+    """Build every constraint family (raises :class:`OutOfTime` past ``deadline``); with
+    ``forced`` (job indices; ``[]`` for none) also the round's policy families
+    (:mod:`optsched.exact.policies`)."""
     m = RoundModel(instance, data, scale, deadline)
     m.add_whole_variables()
     m.add_split_variables()
@@ -558,6 +563,10 @@ def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts
     m.add_split_gang()
     m.add_spread_value()
     m.add_node_capacity()
+    if forced is not None:
+        from optsched.exact.policies import add_policy_constraints
+
+        add_policy_constraints(m, forced)
     if opts["type_cuts"]:
         m.add_type_capacity()
     if opts["node_symmetry"]:
@@ -613,14 +622,24 @@ class CpSatSolver:
             warm = LargeNeighbourhoodSearch().solve(instance, time_limit=share * time_limit, seed=seed, hint=hint)
             candidates.append(warm.schedule)
             lp_bound = warm.bound
+        # policy rounds (contract v2): hints keep the rules; fewer deadline misses first, then worth
+        policies = policy_families(instance)
+        forced: list[int] | None = None
+        if policies:
+            candidates = [repair(instance, s) for s in candidates]
+            forced = [instance.job_idx(j) for j in urgent_jobs(instance)]
+
+        def key(s: Schedule, v: float) -> tuple[int, float]:
+            return (-len(deadline_misses(instance, s)) if forced else 0, v)
+
         values = [schedule_value(instance, s) for s in candidates]
-        best_i = max(range(len(candidates)), key=lambda i: values[i])
+        best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
         incumbent, incumbent_value = candidates[best_i], values[best_i]
         stats: dict[str, Any] = {"hint_objective": incumbent_value, "scale": scale.scale, "lns_share": share,
                                  "lp_bound": lp_bound}
 
         try:
-            model = build_model(instance, data, scale, opts, deadline)
+            model = build_model(instance, data, scale, opts, deadline, forced)
         except OutOfTime:
             stats["build_s"] = time.perf_counter() - start
             stats["note"] = "time limit reached while building the model; returning the hint"
@@ -644,6 +663,19 @@ class CpSatSolver:
             prm.interleave_search = True
         prm.log_search_progress = bool(opts["log"])
         code = solver.solve(model.model)
+        if code == cp_model.INFEASIBLE and forced:
+            # the round cannot hold every urgent job: solve without forcing them, report the misses
+            stats["forcing_infeasible"] = sorted(instance.jobs[j].id for j in forced)
+            forced = []
+            try:
+                model = build_model(instance, data, scale, opts, deadline, forced)
+            except OutOfTime:
+                stats["note"] = "time limit reached while rebuilding without forced jobs; returning the hint"
+                return Result(incumbent, Status.TIME_LIMIT, incumbent_value, lp_bound, self.name, "exact",
+                              time.perf_counter() - start, {**stats, "deadline_misses": deadline_misses(instance, incumbent)})
+            model.add_hint(incumbent)
+            prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - (_LP_BOUND_S if lp_bound is None else 0.0))
+            code = solver.solve(model.model)
         stats.update(cpsat_status=solver.status_name(code), wall_s=solver.wall_time, deterministic_s=solver.deterministic_time,
                      branches=solver.num_branches, conflicts=solver.num_conflicts)
         if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
@@ -653,8 +685,10 @@ class CpSatSolver:
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found = model.read_schedule(solver)
             found_value = schedule_value(instance, found)
-            if found_value >= incumbent_value or code == cp_model.OPTIMAL:
+            if key(found, found_value) >= key(incumbent, incumbent_value) or (code == cp_model.OPTIMAL and not policies):
                 schedule, objective = found, found_value
+            elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum
+                status = Status.FEASIBLE
         if code != cp_model.OPTIMAL and lp_bound is None:
             from optsched.heuristics.lns import lp_bound_within
 
@@ -668,4 +702,6 @@ class CpSatSolver:
             bound = lp_bound if bound is None else min(bound, lp_bound)
         if bound is not None:
             bound = max(bound, objective)
+        if forced is not None:
+            stats["deadline_misses"] = deadline_misses(instance, schedule)
         return Result(schedule, status, objective, bound, self.name, "exact", time.perf_counter() - start, stats)

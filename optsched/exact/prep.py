@@ -133,6 +133,7 @@ def job_classes(instance: Instance, data: list[JobData]) -> list[list[int]]:
             continue
         key = (
             j.gpus, j.weight, j.profile, j.demand, tuple(sorted((j.gpu_speed or {}).items())), j.spread_factor,
+            j.tenant, j.deadline_s, j.remaining_s,
         )
         groups[key].append(d.index)
     return [g for g in groups.values() if len(g) >= 2]

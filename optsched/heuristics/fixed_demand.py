@@ -13,6 +13,7 @@ from typing import Any
 from optsched.heuristics.common import Cluster, job_order, place
 from optsched.model import Instance
 from optsched.result import Result, Status
+from optsched.round_policies import policy_families, repair
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -20,7 +21,8 @@ __all__ = ["FixedDemand", "fixed_demand_schedule"]
 
 
 def fixed_demand_schedule(instance: Instance) -> Schedule:
-    """The fixed-demand baseline's schedule (deterministic, always feasible)."""
+    """The fixed-demand baseline's schedule (deterministic, always feasible; on a policy round
+    repaired to keep its rules: :func:`optsched.round_policies.repair`)."""
     cl = Cluster(instance)
     out: dict[str, Assignment] = {}
     for job in job_order(instance):
@@ -29,7 +31,8 @@ def fixed_demand_schedule(instance: Instance) -> Schedule:
         if nodes is None:
             continue
         out[job.id] = Assignment(nodes=nodes, cpus_per_gpu=c, mem_per_gpu_gb=m)
-    return Schedule(instance=instance.name, jobs=out)
+    s = Schedule(instance=instance.name, jobs=out)
+    return repair(instance, s) if policy_families(instance) else s
 
 
 class FixedDemand:

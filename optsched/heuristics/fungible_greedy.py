@@ -14,6 +14,7 @@ from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
+from optsched.round_policies import policy_families, repair
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -50,7 +51,8 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0) -> Schedule:
         chosen[job.id] = (nodes, c, m)
     _redistribute(instance, cl, chosen, cpg, mpg)
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
-    return Schedule(instance=instance.name, jobs=jobs)
+    s = Schedule(instance=instance.name, jobs=jobs)
+    return repair(instance, s) if policy_families(instance) else s
 
 
 def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],

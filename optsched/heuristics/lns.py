@@ -24,8 +24,9 @@ from optsched.errors import InputError
 from optsched.exact.cpsat import CpSatSolver
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import job_data
-from optsched.model import Instance, Job, Node
+from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result, Status
+from optsched.round_policies import deadline_misses, policy_families, policy_feasible, repair
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
@@ -105,7 +106,13 @@ def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], ex
             job = replace(job, weight=job.weight * factor, placement=None, restart_s=0.0)
         jobs.append(job)
         ids.append(j)
-    return Instance(f"{instance.name}/lns", nodes, tuple(jobs), instance.round), ids
+    # policy rules (contract v2) are about the whole round: the caller checks candidates against
+    # them, so the neighbourhood is solved without them
+    rnd = instance.round
+    if rnd.uses_v2:
+        rnd = Round(duration_s=rnd.duration_s, fair=rnd.fair)
+        jobs = [replace(j, tenant=None, deadline_s=None, remaining_s=None) if j.uses_v2 else j for j in jobs]
+    return Instance(f"{instance.name}/lns", nodes, tuple(jobs), rnd), ids
 
 
 class LargeNeighbourhoodSearch:
@@ -123,6 +130,9 @@ class LargeNeighbourhoodSearch:
         opts = _check(options)
         rng = random.Random(seed)
         starts = _starts(instance, hint)
+        policies = policy_families(instance)
+        if policies:  # start from schedules that keep the round's policy rules
+            starts = [(name, repair(instance, s)) for name, s in starts]
         values = [schedule_value(instance, s) for _, s in starts]
         best = max(range(len(starts)), key=lambda i: values[i])
         incumbent, value = starts[best][1], values[best]
@@ -171,12 +181,14 @@ class LargeNeighbourhoodSearch:
             jobs.update(res.schedule.jobs)
             candidate = Schedule(instance.name, jobs)
             cand_value = schedule_value(instance, candidate)
-            if cand_value > value + 1e-9:
+            if cand_value > value + 1e-9 and (not policies or (
+                    policy_feasible(instance, candidate)
+                    and len(deadline_misses(instance, candidate)) <= len(deadline_misses(instance, incumbent)))):
                 incumbent, value = candidate, cand_value
                 stats["improvements"] += 1
             # a neighbourhood that freed every node and offered every waiting job is the whole
             # round: its proven optimum is the round's, and nothing is left to search
-            if res.status is Status.OPTIMAL and len(node_ids) == len(all_nodes) and len(extra) == len(waiting):
+            if res.status is Status.OPTIMAL and len(node_ids) == len(all_nodes) and len(extra) == len(waiting) and not policies:
                 status, bound = Status.OPTIMAL, max(value, res.bound if res.bound is not None else value)
                 break
             if bound is not None and value >= bound - 1e-9 * max(1.0, abs(bound)):
