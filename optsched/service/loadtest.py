@@ -39,6 +39,7 @@ class LoadReport:
     lost: int
     latencies_ok: list[float] = field(repr=False)
     loadavg: tuple[float, float, float]
+    solve_times: list[float] = field(default_factory=list, repr=False)  #: the answers' own ``time_s`` (solver time)
     errors: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -62,14 +63,16 @@ class LoadReport:
             "server_errors": self.server_errors, "lost": self.lost, "wall_s": round(self.wall_s, 3),
             "solves_per_s": round(self.solves_per_s, 3), "p50_s": self.latency(50), "p99_s": self.latency(99),
             "max_s": max(self.latencies_ok, default=None), "loadavg": list(self.loadavg),
+            "solve_time_mean_s": sum(self.solve_times) / len(self.solve_times) if self.solve_times else None,
         }
 
     def summary(self) -> str:
         p50, p99 = self.latency(50), self.latency(99)
+        mean = sum(self.solve_times) / len(self.solve_times) if self.solve_times else None
         f = lambda x: "-" if x is None else f"{1000 * x:.0f} ms"  # noqa: E731
         return (f"{self.requests} requests from {self.clients} clients in {self.wall_s:.2f} s: {self.solves_per_s:.2f} solves/s, "
                 f"p50 {f(p50)}, p99 {f(p99)}; statuses {dict(sorted(self.statuses.items()))}, "
-                f"5xx {self.server_errors}, lost {self.lost}; load average {self.loadavg[0]:.2f}")
+                f"5xx {self.server_errors}, lost {self.lost}; mean solver time {f(mean)}; load average {self.loadavg[0]:.2f}")
 
 
 def run_load(base_url: str, bodies: list[dict[str, Any]], *, path: str = "/v1/solve", clients: int = 8,
@@ -83,6 +86,7 @@ def run_load(base_url: str, bodies: list[dict[str, Any]], *, path: str = "/v1/so
     lock = threading.Lock()
     statuses: Counter[int] = Counter()
     latencies: list[float] = []
+    solve_times: list[float] = []
     errors: list[str] = []
     lost = 0
 
@@ -107,6 +111,9 @@ def run_load(base_url: str, bodies: list[dict[str, Any]], *, path: str = "/v1/so
                     statuses[r.status_code] += 1
                     if r.is_success:
                         latencies.append(dt)
+                        t = r.json().get("time_s")
+                        if isinstance(t, (int, float)):
+                            solve_times.append(float(t))
                     elif len(errors) < 20:
                         errors.append(f"{r.status_code}: {r.text[:300]}")
 
@@ -117,4 +124,4 @@ def run_load(base_url: str, bodies: list[dict[str, Any]], *, path: str = "/v1/so
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
-    return LoadReport(len(bodies), clients, wall, dict(statuses), lost, latencies, os.getloadavg(), errors)
+    return LoadReport(len(bodies), clients, wall, dict(statuses), lost, latencies, os.getloadavg(), solve_times=solve_times, errors=errors)
