@@ -134,7 +134,8 @@ class LargeNeighbourhoodSearch:
         if policies:  # start from schedules that keep the round's policy rules
             starts = [(name, repair(instance, s)) for name, s in starts]
         values = [schedule_value(instance, s) for _, s in starts]
-        best = max(range(len(starts)), key=lambda i: values[i])
+        misses = [len(deadline_misses(instance, s)) if policies else 0 for _, s in starts]
+        best = max(range(len(starts)), key=lambda i: (-misses[i], values[i]))  # fewer deadline misses first
         incumbent, value = starts[best][1], values[best]
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
 

@@ -1,0 +1,115 @@
+"""Queue policies from the literature on the same Philly and Alibaba windows, with fungible and
+fixed-demand allocation (docs/results.md, "Scheduling policies from the literature").
+
+    python benchmarks/bench_policies.py run --out benchmarks/results/policies.csv
+    python benchmarks/bench_policies.py table benchmarks/results/policies.csv
+
+Windows and clusters are ``bench_sim.py``'s (durations in [60 s, 1 d], 400 jobs, offered load
+1.6). Per run: average and p99 JCT, makespan, the maximum and mean finish-time fairness
+``rho = JCT / duration`` (the job's time in the shared cluster over its run time alone at its
+demand), and Jain's index of ``1 / rho`` (1: every job slowed down alike).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sim import WORKLOADS  # noqa: E402
+
+POLICIES = ("fifo", "las", "srtf", "gittins", "themis", "gavel", "maxmin")
+ALLOCATORS = ("fungible-greedy", "fixed-demand")
+LOAD = 1.6
+FIELDS = ("workload", "policy", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "mean_rho",
+          "jain", "preemptions", "wall_s", "loadavg")
+
+
+def fairness(jct: np.ndarray, duration: np.ndarray) -> dict[str, float]:
+    """Max and mean ``rho = JCT / duration`` and Jain's index of ``1 / rho`` over finished jobs."""
+    rho = jct / np.maximum(duration, 1e-9)
+    x = 1.0 / rho
+    jain = float(x.sum() ** 2 / (x.size * (x ** 2).sum())) if x.size else float("nan")
+    return {"max_rho": float(rho.max()), "mean_rho": float(rho.mean()), "jain": jain}
+
+
+def run_one(workload: str, policy: str, allocator: str, seed: int, time_limit: float) -> dict[str, Any]:
+    from optsched.sim.engine import SimConfig
+    from optsched.sim.experiment import prepare, run
+
+    w = dict(WORKLOADS[workload])
+    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed,
+              config=SimConfig(name=f"{workload}-{policy}-{allocator}", progress=False))
+    s = res.summary()
+    fin = res.finished
+    row = {"workload": workload, "policy": policy, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
+           "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
+           "preemptions": s["preemptions"], "wall_s": s["wall_s"], "loadavg": os.getloadavg()[0]}
+    row.update(fairness(res.jct_s[fin], res.jobs["duration_s"][fin]))
+    return row
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = set()
+    if out.exists():
+        with out.open() as fh:
+            done = {(r["workload"], r["policy"], r["allocator"]) for r in csv.DictReader(fh)}
+    todo = [(w, p, a) for w in args.workloads for p in args.policies for a in args.allocators if (w, p, a) not in done]
+    new = not out.exists()
+    with out.open("a", newline="") as fh:
+        wr = csv.DictWriter(fh, FIELDS)
+        if new:
+            wr.writeheader()
+        for w, p, a in tqdm(todo, desc="policy runs", unit="run"):
+            t0 = time.perf_counter()
+            row = run_one(w, p, a, args.seed, args.time_limit)
+            wr.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()})
+            fh.flush()
+            tqdm.write(f"{w} {p} {a}: avg JCT {row['avg_jct_h']:.2f} h, max rho {row['max_rho']:.1f} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    with open(args.csv) as fh:
+        rows = list(csv.DictReader(fh))
+    print("| workload | policy | allocator | avg JCT (h) | p99 JCT (h) | makespan (h) | max rho | mean rho | Jain | preemptions |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['policy']} | {r['allocator']} | {float(r['avg_jct_h']):.2f} | {float(r['p99_jct_h']):.1f} | "
+              f"{float(r['makespan_h']):.1f} | {float(r['max_rho']):.0f} | {float(r['mean_rho']):.1f} | {float(r['jain']):.2f} | "
+              f"{r['preemptions']} |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", default="benchmarks/results/policies.csv")
+    r.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
+    r.add_argument("--policies", nargs="+", default=list(POLICIES))
+    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--time-limit", type=float, default=5.0)
+    r.set_defaults(fn=cmd_run)
+    t = sub.add_parser("table")
+    t.add_argument("csv")
+    t.set_defaults(fn=cmd_table)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
