@@ -106,12 +106,14 @@ def test_auto_picks_exact_for_small_and_heuristic_for_large(tiny, monkeypatch):
     small = Instance("s", (), ())
     assert choose_auto(small, 1.0).family == "exact"
     big = generate(64, cells // 64 + 1, seed=1)
-    assert math.prod(big.size) > cells and choose_auto(big, 10.0).name == "lns"
+    assert math.prod(big.size) > cells
+    for limit in (1.0, 10.0):
+        assert choose_auto(big, limit).family in ("heuristic", "learned")
     at_limit = generate(64, cells // 64, seed=1)
-    assert math.prod(at_limit.size) == cells and choose_auto(at_limit, 10.0).name == "cpsat"
+    assert math.prod(at_limit.size) == cells and choose_auto(at_limit, 10.0).family == "exact"
     monkeypatch.setattr(optsched.solve, "AUTO_EXACT_CELLS", math.prod(tiny.size) - 1)
     res = solve_round(tiny, "auto", time_limit=1.0)
-    assert (res.solver, res.method) == ("lns", "heuristic")
+    assert res.method in ("heuristic", "learned") and res.solver != "cpsat"
 
 
 @pytest.mark.parametrize(("method", "solver"), [("exact", "cpsat"), ("heuristic", "lns")])
