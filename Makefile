@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench docs
 setup: $(VENV)/.installed
 
 demo: setup
@@ -23,3 +23,6 @@ lint: setup
 
 bench: setup
 	$(PY) -m pytest -q -m slow
+
+docs: setup
+	$(VENV)/bin/mkdocs build --strict   # the site in site/ (offline; mkdocs.yml)
