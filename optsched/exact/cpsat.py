@@ -45,6 +45,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "type_cuts": False,  # aggregated capacity per GPU type (implied by the node rows)
     "greedy_hint": True,  # complete the search with the greedy schedule when no hint is given
     "lns_share": None,  # share of the time for an lns warm start (None: 0 up to LNS_FROM_CELLS, else 0.7)
+    "lifted_rows": False,  # lift node core/memory rows by the capacity GPU-heavy jobs strand
+    "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
 }
 
 #: rounds with more job x node cells than this get an lns warm start by default (measured: at
@@ -65,6 +67,25 @@ class OutOfTime(Exception):
     """Model building ran past its deadline."""
 
 
+def lifted_coefficients(gpus: int, cap: int, items: list[tuple[int, int]]) -> list[int]:
+    """Lifted coefficients of a node's core (or memory) row; see ``add_node_capacity`` in
+    formulations/integrated.md.
+
+    ``items`` are ``(GPUs, cores)`` per unit of each term. Other units use at most ``cmax`` cores
+    per GPU, so beside an item of ``g`` GPUs they use at most ``(gpus - g) * cmax`` cores: its
+    coefficient can be raised to ``cap - (gpus - g) * cmax`` (the cores it strands). Valid when
+    ``gpus * cmax >= cap`` (otherwise the row cannot bind and is returned unchanged).
+    """
+    cmax = max((k / g for g, k in items if g > 0), default=0.0)
+    if gpus * cmax < cap:
+        return [k for _g, k in items]
+    out = []
+    for g, k in items:
+        # floor keeps the coefficient an integer and the row valid (a smaller lift is still valid)
+        out.append(max(k, int(cap - (gpus - g) * cmax)) if g > 0 else k)
+    return out
+
+
 def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
     if unknown:
@@ -81,6 +102,16 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     dt = opts["deterministic_time"]
     if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or dt <= 0):
         raise InputError("deterministic_time", dt, "must be a positive number")
+    cp = opts["cp_params"]
+    if cp is not None:
+        if not isinstance(cp, dict):
+            raise InputError("cp_params", cp, "must be a mapping of CP-SAT parameter names to values")
+        from ortools.sat import sat_parameters_pb2
+
+        fields = sat_parameters_pb2.SatParameters.DESCRIPTOR.fields_by_name
+        for name in cp:
+            if name not in fields:
+                raise InputError("cp_params", name, "not a CP-SAT parameter (ortools.sat.SatParameters)")
     return opts
 
 
@@ -94,6 +125,7 @@ class RoundModel:
     deadline: float = float("inf")
     node_symmetry: bool = False
     job_symmetry: bool = False
+    lifted_rows: bool = False
     model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
     #: (j, t, p) -> pooled whole-mode boolean and its scaled objective coefficient
     z: dict[tuple[int, str, int], cp_model.IntVar] = field(default_factory=dict)
@@ -350,7 +382,10 @@ class RoundModel:
             vs = [c[0] for c in ts]
             for r, cap in ((2, node.gpus), (3, node.cpus), (4, node.mem_gb)):
                 if sum(c[r] * c[1] for c in ts) > cap:
-                    self.model.add(cp_model.LinearExpr.weighted_sum(vs, [c[r] for c in ts]) <= cap)
+                    coefs = [c[r] for c in ts]
+                    if r > 2 and self.lifted_rows:
+                        coefs = lifted_coefficients(node.gpus, cap, [(c[2], c[r]) for c in ts])
+                    self.model.add(cp_model.LinearExpr.weighted_sum(vs, coefs) <= cap)
             self.usage_g[n] = cp_model.LinearExpr.weighted_sum(vs, [c[2] for c in ts])
             self.usage_c[n] = cp_model.LinearExpr.weighted_sum(vs, [c[3] for c in ts])
 
@@ -555,7 +590,7 @@ def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts
     """Build every constraint family (raises :class:`OutOfTime` past ``deadline``); with
     ``forced`` (job indices; ``[]`` for none) also the round's policy families
     (:mod:`optsched.exact.policies`)."""
-    m = RoundModel(instance, data, scale, deadline)
+    m = RoundModel(instance, data, scale, deadline, lifted_rows=opts["lifted_rows"])
     m.add_whole_variables()
     m.add_split_variables()
     m.add_pool_link()
@@ -662,6 +697,11 @@ class CpSatSolver:
             # reproducible: with several workers only the interleaved search is deterministic
             prm.interleave_search = True
         prm.log_search_progress = bool(opts["log"])
+        for name, value in (opts["cp_params"] or {}).items():
+            if isinstance(value, (list, tuple)):
+                getattr(prm, name).extend(value)
+            else:
+                setattr(prm, name, value)
         code = solver.solve(model.model)
         if code == cp_model.INFEASIBLE and forced:
             # the round cannot hold every urgent job: solve without forcing them, report the misses
