@@ -7,7 +7,9 @@ fixed-demand allocation (docs/results.md, "Scheduling policies from the literatu
 Windows and clusters are ``bench_sim.py``'s (durations in [60 s, 1 d], 400 jobs, offered load
 1.6). Per run: average and p99 JCT, makespan, the maximum and mean finish-time fairness
 ``rho = JCT / duration`` (the job's time in the shared cluster over its run time alone at its
-demand), and Jain's index of ``1 / rho`` (1: every job slowed down alike).
+demand), and Jain's index of ``1 / rho`` (1: every job slowed down alike). The isolated time is
+the job alone on the cluster at its best rate (fastest allowed GPU type, best CPU/memory point),
+so the same yardstick serves fungible and fixed-demand allocation.
 """
 
 from __future__ import annotations
@@ -32,8 +34,19 @@ FIELDS = ("workload", "policy", "allocator", "jobs", "finished", "avg_jct_h", "p
           "jain", "preemptions", "wall_s", "loadavg")
 
 
+def isolated_s(setup: Any) -> np.ndarray:
+    """Per job: its run time alone at its best rate (trace duration x demand throughput / best)."""
+    types = {nd.gpu_type for nd in setup.nodes}
+    out = []
+    for j in setup.workload.jobs:
+        speed = max(1.0 if j.gpu_speed is None else j.gpu_speed.get(t, 0.0) for t in types)
+        top = max(tp for _c, _m, tp in j.profile.points())
+        out.append(j.duration_s * j.profile.at(*j.demand) / (max(speed, 1e-9) * top))
+    return np.asarray(out)
+
+
 def fairness(jct: np.ndarray, duration: np.ndarray) -> dict[str, float]:
-    """Max and mean ``rho = JCT / duration`` and Jain's index of ``1 / rho`` over finished jobs."""
+    """Max and mean ``rho = JCT / isolated time`` and Jain's index of ``1 / rho`` over finished jobs."""
     rho = jct / np.maximum(duration, 1e-9)
     x = 1.0 / rho
     jain = float(x.sum() ** 2 / (x.size * (x ** 2).sum())) if x.size else float("nan")
@@ -53,7 +66,7 @@ def run_one(workload: str, policy: str, allocator: str, seed: int, time_limit: f
     row = {"workload": workload, "policy": policy, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
            "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
            "preemptions": s["preemptions"], "wall_s": s["wall_s"], "loadavg": os.getloadavg()[0]}
-    row.update(fairness(res.jct_s[fin], res.jobs["duration_s"][fin]))
+    row.update(fairness(res.jct_s[fin], isolated_s(setup)[fin]))
     return row
 
 
