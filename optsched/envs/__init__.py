@@ -1,0 +1,27 @@
+"""Reinforcement-learning environments over scheduling rounds and the simulator (extra ``rl``).
+
+- :class:`RoundEnv` (Gymnasium): one episode decides one round, job by job.
+- :class:`SimEnv` (Gymnasium): one episode replays a workload; every round is decided job by job.
+- :class:`RoundAECEnv` (PettingZoo AEC, in :mod:`optsched.envs.multi_agent`): one agent per job.
+
+All share one observation layout and one masked discrete action space (``docs/envs.md``); an
+episode's decision exports as contract schedule JSON for ``optsched validate``.
+"""
+
+from optsched.envs.builder import EnvSizes, RoundBuilder
+from optsched.envs.export import save_episode, schedule_json
+from optsched.envs.round_env import RoundEnv, random_round
+
+__all__ = ["EnvSizes", "RoundAECEnv", "RoundBuilder", "RoundEnv", "SimEnv", "random_round", "save_episode", "schedule_json"]
+
+
+def __getattr__(name: str):  # SimEnv and the PettingZoo environment load on first use
+    if name == "SimEnv":
+        from optsched.envs.sim_env import SimEnv
+
+        return SimEnv
+    if name == "RoundAECEnv":
+        from optsched.envs.multi_agent import RoundAECEnv
+
+        return RoundAECEnv
+    raise AttributeError(name)
