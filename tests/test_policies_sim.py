@@ -148,3 +148,26 @@ def test_every_new_policy_runs_a_simulation_to_the_end(name):
     assert s["finished"] == 24 and math.isfinite(s["avg_jct_s"])
     again = simulate(_workload(rows, nodes), nodes, get_policy(name), first_fit, _cfg())
     assert np.array_equal(res.jobs["finish_s"], again.jobs["finish_s"])
+
+
+def _tenant_workload(rows, nodes):
+    ids, sub, dur, g, model, tenant = zip(*rows, strict=True)
+    tr = Trace.from_columns("t", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": model, "tenant": tenant})
+    return build_workload(tr, nodes, catalogue=CAT, restart_s=0.0, spread_factor=1.0)
+
+
+@pytest.mark.parametrize("solver", ["fungible-greedy", "fixed-demand", "cpsat"])
+def test_simulated_quota_owner_reclaims_borrowed_gpus_at_the_next_round(solver):
+    """Tenant a borrows the whole node while b is idle; b's jobs arrive mid-round and get b's
+    quota at the next boundary (a's borrowed jobs are preempted), though a's weigh more (FIFO)."""
+    from optsched.sim.engine import SolveRoundAllocator
+
+    nodes = cluster.homogeneous(1, gpus=4, cpus=32, mem_gb=256)
+    rows = [*[(f"a{i}", 0.0, 2000.0, 1, "flat", "a") for i in range(4)], *[(f"b{i}", 150.0, 500.0, 1, "flat", "b") for i in range(2)]]
+    cfg = _cfg(tenant_quotas={"a": 2, "b": 2}, max_moves=0)
+    res = simulate(_tenant_workload(rows, nodes), nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), cfg)
+    start = dict(zip(res.jobs["id"], res.jobs["start_s"].tolist(), strict=True))
+    assert start["b0"] == start["b1"] == 200.0  # the first boundary after 150 (100 s rounds)
+    assert res.summary()["preemptions"] == 2 and res.summary()["moves"] == 0
+    with pytest.raises(InputError, match="max_moves"):
+        SimConfig(max_moves=-1)

@@ -105,6 +105,10 @@ class SimConfig:
     reuse_unchanged: bool = True
     progress: bool = True
     name: str = "sim"
+    #: contract-v2 round policies (formulations/policies.md): guaranteed GPUs per tenant (jobs
+    #: carry their trace ``tenant``; others have no quota) and the moves allowed per round
+    tenant_quotas: Mapping[str, int] | None = None
+    max_moves: int | None = None
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -115,6 +119,8 @@ class SimConfig:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+        if self.tenant_quotas is not None or self.max_moves is not None:
+            Round(tenants=self.tenant_quotas, max_moves=self.max_moves)  # the contract's checks, field names and all
 
 
 @dataclass
@@ -190,7 +196,7 @@ def simulate_steps(
     caps = np.array([[nd.gpus, nd.cpus, nd.mem_gb] for nd in nodes], dtype=np.float64).sum(axis=0) if nodes else np.zeros(3)
     total_gpus = float(caps[0])
     R = cfg.round_s
-    rnd = Round(duration_s=R, fair=cfg.fair)
+    rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves)
 
     submit = np.array([j.submit_s for j in jobs], dtype=np.float64)
     gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
@@ -352,6 +358,7 @@ def simulate_steps(
         "policy": policy.name,
         "allocator": allocator_name,
         "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
+        "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves},
         "jobs": n,
         "arrived": arrived,
         "nodes": len(nodes),
@@ -450,7 +457,8 @@ def _instance(
         b = base[j]
         if b is None:
             s = jobs[j]
-            b = base[j] = Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model,
+            tenant = s.tenant if rnd.tenants is not None and s.tenant in rnd.tenants else None
+            b = base[j] = Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant,
                               gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s)
         a = assign[j]
         out.append(_with_state(b, float(w[k]), None if a is None else a.nodes))
