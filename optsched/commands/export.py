@@ -27,6 +27,13 @@ def run(args: argparse.Namespace) -> int:
     from optsched.mip.description import build
 
     instance = load_instance(args.instance)
+    from optsched.round_policies import policy_families
+
+    fams = sorted(policy_families(instance))
+    if fams:  # the shared MIP description does not model them: refuse rather than drop them
+        from optsched.errors import InputError
+
+        raise InputError("instance", args.instance, f"uses the policy families {fams}, which the exported MIP does not model")
     model = build(instance).model
     if args.relax:
         model = model.relaxed()
