@@ -64,11 +64,14 @@ def add_move_budget(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> None
     that keeps its nodes); any other mode of a running job counts as a move (a pooled mode may
     land on the job's node when read back, so the count can only overstate the moves)."""
     inst = m.instance
+    home: dict[int, list[cp_model.IntVar]] = {}
+    for (j, _p), var in m.h.items():
+        home.setdefault(j, []).append(var)
     terms = []
     for d in m.data:
         if d.job.placement is None or isinstance(sel[d.index], int):
             continue
-        stays = [var for (j, _p), var in m.h.items() if j == d.index]
+        stays = list(home.get(d.index, []))
         if d.index in m.stay:
             stays.append(m.stay[d.index])
         terms.append(sel[d.index] - sum(stays))
