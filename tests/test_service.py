@@ -1,6 +1,6 @@
 """The HTTP service: a real uvicorn server on loopback, a real HTTP client (httpx), schemathesis.
 
-One server (2 worker processes, queue 6, time limits capped at 2 s) runs in a thread of this
+One server (2 worker processes, queue 6, time limits capped at 1.5 s) runs in a thread of this
 process for the module, so methods registered here (tests/service_fakes.py) reach its workers.
 """
 
@@ -35,7 +35,7 @@ from optsched.service.schemas import InstanceModel, JobModel, NodeModel, Profile
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = sorted((ROOT / "instances" / "tiny").glob("*.json"))
-CONFIG = ServiceConfig(workers=2, queue=6, max_time_limit=2.0, default_time_limit=1.0, grace_s=20.0)
+CONFIG = ServiceConfig(workers=2, queue=6, max_time_limit=1.5, default_time_limit=0.5, grace_s=20.0)
 #: a second, smaller server with a short grace period, for the capacity and hung-solver tests
 SMALL = ServiceConfig(workers=1, queue=1, max_time_limit=2.0, default_time_limit=1.0, grace_s=0.5)
 FAKES = {"test-boom": "Boom", "test-die": "Die", "test-hang": "Hang", "test-sleepy": "Sleepy"}
@@ -84,6 +84,8 @@ def base_url(fakes):
 @pytest.fixture(scope="module")
 def small_url(fakes):
     with serving(SMALL) as url:
+        # one answered solve: its worker has started and imported its solvers, so timings below are the pool's
+        assert httpx.post(f"{url}/v1/solve", json={"instance": _tiny(0), "solver": "fungible-greedy"}, timeout=120).status_code == 200
         yield url
 
 
@@ -127,7 +129,7 @@ def test_random_valid_rounds_pass_the_models(d):
 
 def test_healthz_and_methods(http):
     h = http.get("/healthz").json()
-    assert h["status"] == "ok" and h["workers"] == 2 and h["queue"] == 6 and h["max_time_limit"] == 2.0
+    assert h["status"] == "ok" and h["workers"] == 2 and h["queue"] == 6 and h["max_time_limit"] == 1.5
     listed = http.get("/v1/methods").json()
     assert [m["name"] for m in listed] == [m.name for m in methods()]
     assert {"cpsat", "lns", "maifs"} <= {m["name"] for m in listed}
@@ -151,8 +153,8 @@ def test_solve_returns_a_checked_schedule(http, method):
 
 def test_time_limit_is_capped_and_defaulted(http):
     d = _tiny(1)
-    assert http.post("/v1/solve", json={"instance": d, "time_limit": 1e6}).json()["time_limit"] == 2.0
-    assert http.post("/v1/solve", json={"instance": d, "solver": "fungible-greedy"}).json()["time_limit"] == 1.0
+    assert http.post("/v1/solve", json={"instance": d, "time_limit": 1e6}).json()["time_limit"] == 1.5
+    assert http.post("/v1/solve", json={"instance": d, "solver": "fungible-greedy"}).json()["time_limit"] == 0.5
 
 
 def test_hint_is_used_and_checked(http):
@@ -212,14 +214,14 @@ def test_validate_is_optsched_validate(http):
     d = _tiny(3)
     inst = Instance.from_dict(d)
     decision = solve_round(inst, solver="fixed-demand", time_limit=1.0).schedule.to_dict()
-    r = http.post("/v1/validate", json={"instance": d, "decision": decision, "time_limit": 2})
+    r = http.post("/v1/validate", json={"instance": d, "decision": decision, "time_limit": 1.5})
     assert r.status_code == 200, r.text
     got = r.json()
-    want = validate_decision(inst, decision, time_limit=2.0)
+    want = validate_decision(inst, decision, time_limit=1.5)
     for key in ("instance", "feasible", "violations", "objective", "diff_counts"):
         assert got[key] == want[key], key
     assert got["reference"]["objective"] == pytest.approx(want["reference"]["objective"], rel=1e-6)
-    assert got["time_limit"] == 2.0
+    assert got["time_limit"] == 1.5
 
 
 # --- failures stay inside their request ---------------------------------------------------------
@@ -239,15 +241,6 @@ def test_solver_crash_is_a_500_and_the_service_lives_on(http):
         time.sleep(0.1)
 
 
-def test_hung_solver_is_stopped_with_504(small_url):
-    t0 = time.perf_counter()
-    r = httpx.post(f"{small_url}/v1/solve", json={"instance": _tiny(0), "solver": "test-hang", "time_limit": 0.2}, timeout=60)
-    assert r.status_code == 504 and r.json()["error"] == "solver_timeout"
-    assert time.perf_counter() - t0 < 10  # time limit 0.2 s + grace 0.5 s, plus the queue
-    r = httpx.post(f"{small_url}/v1/solve", json={"instance": _tiny(0), "solver": "fungible-greedy"}, timeout=60)
-    assert r.status_code == 200
-
-
 def test_over_capacity_is_429_never_a_pile_up(small_url):
     """6 requests that each hold a worker 1.5 s against capacity 1 + 1: the excess gets 429 at once."""
     body = {"instance": _tiny(0), "solver": "test-sleepy", "time_limit": 1.5}
@@ -262,8 +255,16 @@ def test_over_capacity_is_429_never_a_pile_up(small_url):
     codes = sorted(c for c, _, _ in out)
     assert set(codes) <= {200, 429} and codes.count(200) >= 2 and codes.count(429) >= 1, codes
     refused, served = [dt for c, dt, _ in out if c == 429], [dt for c, dt, _ in out if c == 200]
-    assert max(refused) < 1.4 < min(served) and all(ra == "1" for c, _, ra in out if c == 429)  # at once, with Retry-After
+    assert max(refused) < min(served) and all(ra == "1" for c, _, ra in out if c == 429)  # at once, with Retry-After
     assert httpx.get(f"{small_url}/healthz").json()["in_flight"] == 0
+
+
+def test_hung_solver_is_stopped_with_504(small_url):
+    t0 = time.perf_counter()
+    r = httpx.post(f"{small_url}/v1/solve", json={"instance": _tiny(0), "solver": "test-hang", "time_limit": 0.2}, timeout=60)
+    assert r.status_code == 504 and r.json()["error"] == "solver_timeout"
+    assert time.perf_counter() - t0 < 10  # time limit 0.2 s + grace 0.5 s, plus the queue
+    assert httpx.get(f"{small_url}/healthz").json()["workers_alive"] == 1  # replaced
 
 
 def test_concurrent_load_has_no_errors(base_url):
@@ -299,7 +300,7 @@ schema = schemathesis.openapi.from_dict(create_app(CONFIG).openapi(), config=ST_
 
 
 @schema.parametrize()
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_fuzz(case, base_url):
     """Schema-generated requests: no 5xx, every answer documented and matching its schema."""
     case.call_and_validate(base_url=base_url)
@@ -322,13 +323,15 @@ def test_optsched_serve_verb():
                 assert proc.poll() is None and time.monotonic() < deadline, "optsched serve did not come up"
                 time.sleep(0.2)
         assert (h["workers"], h["queue"], h["max_time_limit"], h["default_time_limit"]) == (1, 0, 1.0, 1.0)
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/solve", json={"instance": _tiny(0), "method": "heuristic"}, timeout=30)
-        assert r.status_code == 200 and json.loads(r.text)["time_limit"] == 1.0
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/check", json={"instance": _tiny(0), "schedule": {"jobs": {}}}, timeout=30)
+        assert r.status_code == 200 and json.loads(r.text)["feasible"]
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal
 
 
-def test_optsched_serve_refuses_bad_options():
-    r = subprocess.run([sys.executable, "-m", "optsched", "serve", "--workers", "0"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 2 and "--workers" in r.stderr
+def test_optsched_serve_refuses_bad_options(capsys):
+    from optsched.cli import main
+
+    assert main(["serve", "--workers", "0"]) == 2 and "--workers" in capsys.readouterr().err
+    assert main(["serve", "--port", "70000"]) == 2 and "--port" in capsys.readouterr().err
