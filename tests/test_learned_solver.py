@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_learned_policy import random_round
 
-from optsched import InputError, Schedule, Status, check_schedule, save_instance, solve_round
+from optsched import InputError, Instance, Schedule, Status, check_schedule, save_instance, solve_round
 from optsched.learned.policy import PolicyNet
 from optsched.learned.solver import DEFAULT_WEIGHTS, LearnedSolver, load_policy
 from optsched.values import schedule_value
@@ -128,3 +128,63 @@ def test_tiny_time_limit_still_returns_a_feasible_schedule(tiny_weights: Path) -
     res = LearnedSolver().solve(inst, time_limit=1e-4, seed=0, weights=str(tiny_weights))
     assert check_schedule(inst, res.schedule).feasible
     assert res.stats["greedy_cut_by_deadline"] and len(res.schedule) < len(inst.jobs)
+
+
+# --- method="auto" with the learned policy ---------------------------------------------------------
+
+
+def _with_deadline(inst: Instance) -> Instance:
+    d = inst.to_dict()
+    d["version"] = 2
+    d["jobs"][0].update(deadline_s=900.0, remaining_s=600.0)
+    return Instance.from_dict(d)
+
+
+def test_auto_choice_uses_the_policy_where_measured_to_help(monkeypatch) -> None:
+    """Exact rounds above AUTO_HINT_CELLS get the policy's warm start, rounds above
+    AUTO_EXACT_CELLS the policy itself; small rounds, short time limits, contract-v2 policy rounds
+    and a missing torch keep the plain methods. The choice is a function of the round and limit."""
+    from optsched import solve as solve_mod
+    from optsched.gen import generate
+    from optsched.solve import AUTO_EXACT_CELLS, AUTO_HINT_CELLS, choose_auto
+
+    small = generate(4, AUTO_HINT_CELLS // 4, seed=1)
+    medium = generate(16, AUTO_HINT_CELLS // 16 + 1, seed=1)
+    big = generate(64, AUTO_EXACT_CELLS // 64 + 1, seed=1)
+    assert choose_auto(small, 10.0).name == "cpsat"
+    assert choose_auto(medium, 10.0).name == "cpsat+maifs" and choose_auto(medium, 10.0).family == "exact"
+    assert choose_auto(big, 10.0).name == "maifs" and choose_auto(big, 10.0).family == "learned"
+    assert choose_auto(medium, 1.0).name == "cpsat" and choose_auto(big, 1.0).name == "lns"
+    assert choose_auto(_with_deadline(medium), 10.0).name == "cpsat"
+    assert choose_auto(_with_deadline(big), 10.0).name == "lns"
+    monkeypatch.setattr(solve_mod, "learned_available", lambda: False)
+    assert choose_auto(medium, 10.0).name == "cpsat" and choose_auto(big, 10.0).name == "lns"
+
+
+def test_auto_runs_the_warm_start_and_the_policy_within_the_limit(monkeypatch) -> None:
+    """Through solve_round: both learned auto methods return checked schedules no worse than the
+    policy's own, about within the time limit, and the warm start keeps CP-SAT's bound."""
+    from optsched import solve as solve_mod
+    from optsched.learned.solver import LearnedSolver
+
+    inst = random_round(21, 4, 12)
+    policy_value = LearnedSolver().solve(inst, time_limit=10.0, seed=0).objective
+    solve_round(inst, "exact", time_limit=1.0, num_workers=1)  # first-use loading (LP bound) outside the timing
+    monkeypatch.setattr(solve_mod, "AUTO_HINT_CELLS", 0)
+    res = solve_round(inst, "auto", time_limit=3.0, seed=0, num_workers=1)
+    assert res.solver == "cpsat+maifs" and res.method == "exact" and res.bound is not None
+    assert res.stats["policy_hint_objective"] <= policy_value + 1e-9  # cut short on a slow machine, else equal
+    assert res.objective >= res.stats["policy_hint_objective"] - 1e-9 and res.time_s <= 3.0 + 1.5
+    monkeypatch.setattr(solve_mod, "AUTO_EXACT_CELLS", 0)
+    res = solve_round(inst, "auto", time_limit=3.0, seed=0)
+    assert (res.solver, res.method, res.stats["auto"]) == ("maifs", "learned", "maifs")
+    assert res.objective == pytest.approx(policy_value) and res.time_s <= 3.0 + 0.5
+
+
+def test_optsched_import_does_not_load_torch() -> None:
+    """torch stays optional: importing optsched and choosing auto load neither torch nor the policy."""
+    code = ("import sys, optsched; from optsched.gen import generate; from optsched.solve import choose_auto; "
+            "choose_auto(generate(16, 80, seed=1), 10.0); print('torch' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "False"

@@ -9,6 +9,8 @@ process and path (cached); the default is the shipped ``learned/maifs-small.pt``
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from optsched.result import Result, Status
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
-__all__ = ["DEFAULT_WEIGHTS", "LearnedSolver", "load_policy", "policy_schedule"]
+__all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "inference_threads", "load_policy", "policy_schedule"]
 
 #: sampled decodes by default on rounds of at most SAMPLE_CELLS nodes x jobs (best of greedy and
 #: these; on unseen 4-8 node rounds best-of-16 cut the median gap from ~4.7 % to ~0.4 %)
@@ -34,6 +36,26 @@ SAMPLE_CELLS = 4096
 
 #: the shipped weights (repository ``learned/`` folder)
 DEFAULT_WEIGHTS = Path(__file__).resolve().parents[2] / "learned" / "maifs-small.pt"
+
+
+#: torch threads for one forward pass (measured on the shared 2-core machine at load ~10: torch's
+#: default of 2 threads took 1.9 s for an 8 x 24 round's forward pass, one thread 0.04 s;
+#: OpenMP threads busy-wait, and one round's tensors are too small to gain from more)
+INFERENCE_THREADS = 1
+
+
+@contextmanager
+def inference_threads(n: int = INFERENCE_THREADS) -> Iterator[None]:
+    """Run torch with ``n`` intra-op threads inside the block (the previous setting is restored)."""
+    old = torch.get_num_threads()
+    if n != old:
+        torch.set_num_threads(n)
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        if n != old:
+            torch.set_num_threads(old)
 
 
 @lru_cache(maxsize=8)
@@ -60,7 +82,7 @@ def policy_schedule(
 ) -> Schedule:
     """The policy's greedy (``seed=None``) or sampled schedule for one round."""
     feats = featurise(instance)
-    with torch.inference_mode():
+    with inference_threads():
         out = net(collate([feats]))
     rng = None if seed is None else np.random.default_rng(seed)
     return decode(instance, feats, scores_of(out, 0, feats), rng=rng, temperature=temperature)
@@ -69,7 +91,8 @@ def policy_schedule(
 class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
     decodes within the time limit; default DEFAULT_SAMPLES on rounds of at most SAMPLE_CELLS
-    nodes x jobs, else 0), ``temperature`` (default 1.0). Sampling is seeded by ``seed``, so the
+    nodes x jobs, else 0), ``temperature`` (default 1.0), ``threads`` (torch threads for the
+    forward pass, default :data:`INFERENCE_THREADS`). Sampling is seeded by ``seed``, so the
     result is deterministic unless the time limit cuts the samples short. A feasible ``hint`` is
     kept when it is worth more."""
 
@@ -77,9 +100,9 @@ class LearnedSolver:
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
     ) -> Result:
         start = time.perf_counter()
-        unknown = set(options) - {"weights", "samples", "temperature"}
+        unknown = set(options) - {"weights", "samples", "temperature", "threads"}
         if unknown:
-            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature")
+            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, threads")
         n_nodes, n_jobs = instance.size
         samples = options.get("samples", DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
@@ -87,10 +110,13 @@ class LearnedSolver:
         temperature = float(options.get("temperature", 1.0))
         if not temperature > 0:
             raise InputError("temperature", temperature, "must be > 0")
+        threads = options.get("threads", INFERENCE_THREADS)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InputError("threads", threads, "must be a positive integer")
         net = load_policy(options.get("weights"))
         t0 = time.perf_counter()
         feats = featurise(instance)
-        with torch.inference_mode():
+        with inference_threads(threads):
             out = net(collate([feats]))
         scores = scores_of(out, 0, feats)
         t1 = time.perf_counter()

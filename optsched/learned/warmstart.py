@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from optsched.errors import InputError
 from optsched.learned.decode import decode, scores_of
 from optsched.learned.features import featurise
 from optsched.learned.labels import residual_round
 from optsched.learned.policy import PolicyNet, collate
-from optsched.learned.solver import load_policy
+from optsched.learned.solver import inference_threads, load_policy
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
@@ -38,7 +37,7 @@ def policy_hint(instance: Instance, net: PolicyNet | None = None, *, weights: st
     """The policy's greedy schedule for ``instance`` (feasible), to pass as a CP-SAT ``hint``."""
     net = net if net is not None else load_policy(weights)
     f = featurise(instance)
-    with torch.inference_mode():
+    with inference_threads():
         out = net(collate([f]))
     return decode(instance, f, scores_of(out, 0, f))
 
@@ -49,7 +48,7 @@ def confident_jobs(instance: Instance, schedule: Schedule, net: PolicyNet, share
     if not 0.0 <= share <= 1.0:
         raise InputError("share", share, "must be in [0, 1]")
     f = featurise(instance)
-    with torch.inference_mode():
+    with inference_threads():
         out = net(collate([f]))
     sc = scores_of(out, 0, f)
     conf = []
