@@ -8,7 +8,8 @@ Experiments (each run is one JSON under --out; re-running skips finished runs, s
 
     python benchmarks/bench_sim.py experiment --out results/sim --seeds 0,1,2 --workers 2
     python benchmarks/bench_sim.py experiment --out results/sim --backend ray --address auto --workers 64
-    python benchmarks/bench_sim.py report results/sim > results/sim/report.md
+    python benchmarks/bench_sim.py report results/sim --csv results/sim/runs.csv > results/sim/report.md
+    python benchmarks/bench_sim.py plot results/sim docs/img/sim-philly-high-las.png --workload philly --load high --policy las
 
 The experiment grid is WORKLOADS x LOADS x policies x allocators x seeds. A seed fixes the model
 assignment of the trace's jobs and the solvers' seeds. The report gives, per workload, load and
@@ -63,7 +64,7 @@ def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, ti
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``."""
     from optsched.sim.engine import SimConfig
     from optsched.sim.experiment import run
-    from optsched.sim.metrics import write_metrics_json
+    from optsched.sim.metrics import write_jobs_csv, write_metrics_json
 
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"
@@ -72,6 +73,7 @@ def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, ti
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
     res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed}
     path = Path(out) / f"{name}.json"
+    write_jobs_csv(res, Path(out) / "jobs" / f"{name}.jobs.csv")  # first: the JSON marks the run done
     write_metrics_json(res, path)
     return {"name": name, **res.summary()}
 
@@ -99,11 +101,12 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
         res = simulate(setup.workload, setup.nodes, get_policy(args.policy), greedy_schedule, cfg)
     else:
-        res = run(setup, policy=args.policy, allocator=args.allocator, time_limit=args.time_limit, config=cfg)
+        res = run(setup, policy=args.policy, allocator=args.allocator, time_limit=args.time_limit, config=cfg,
+                  validate=not args.no_validate)
     s = res.summary()
     out = {
         "jobs": len(setup.workload), "nodes": args.nodes, "window": args.length, "allocator": args.allocator,
-        "policy": args.policy, "prepare_s": round(prep, 2), "simulate_s": round(res.info["wall_s"], 2),
+        "policy": args.policy, "validated": not args.no_validate, "loadavg": [round(x, 2) for x in os.getloadavg()], "prepare_s": round(prep, 2), "simulate_s": round(res.info["wall_s"], 2),
         "simulate_cpu_s": round(res.info["cpu_s"], 2),
         "rounds": s["rounds"], "solver_calls": s["solver_calls"], "solve_s_total": round(s["solve_s_total"], 2),
         "engine_s": round(res.info["wall_s"] - s["solve_s_total"], 2),
@@ -195,6 +198,39 @@ def report(out: Path) -> str:
     return "\n".join(lines)
 
 
+def write_runs_csv(out: Path, path: Path) -> Path:
+    """One row per run in ``out``: its grid coordinates and headline metrics (hours, shares)."""
+    import csv
+
+    cols = ("avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s", "avg_queueing_delay_s", "gpu_util",
+            "cpu_util", "mem_util", "preemptions", "moves", "unfinished", "solver_calls", "solve_s_mean", "solve_s_max", "gap_mean", "cpu_s")
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["workload", "load", "policy", "allocator", "seed", *cols])
+        for p in sorted(out.glob("*.json")):
+            doc = json.loads(p.read_text())
+            e = doc["run"].get("experiment")
+            if e:
+                m = doc["metrics"]
+                w.writerow([e["workload"], e["load"], e["policy"], e["allocator"], e["seed"],
+                            *("" if m.get(c) is None else (round(m[c], 6) if isinstance(m[c], float) else m[c]) for c in cols)])
+    return path
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """JCT CDFs, queue and utilisation timelines of every allocator for one grid cell and seed."""
+    from optsched.sim.metrics import read_run
+    from optsched.sim.plots import plot_runs
+
+    out = Path(args.out)
+    runs = {}
+    for a in args.allocators.split(","):
+        name = f"{args.workload}-{args.load}-{args.policy}-{a}-s{args.seed}"
+        runs[a] = read_run(out / f"{name}.json", out / "jobs" / f"{name}.jobs.csv")
+    print(plot_runs(runs, args.png))
+    return 0
+
+
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -212,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--allocator", default="fixed-demand", help="a registered solver, or hint-greedy (optsched.exact.hint)")
     sp.add_argument("--time-limit", type=float, default=5.0)
     sp.add_argument("--no-progress", action="store_true")
+    sp.add_argument("--no-validate", action="store_true", help="skip solve_round's per-round check (trusted heuristics)")
     ex = sub.add_parser("experiment", help="the docs/results.md grid (resumable)")
     ex.add_argument("--out", default="results/sim")
     ex.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -225,12 +262,25 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     rp = sub.add_parser("report", help="markdown tables from a results directory")
     rp.add_argument("out")
+    rp.add_argument("--csv", help="also write one row per run to this CSV")
+    pl = sub.add_parser("plot", help="JCT CDF, queue and utilisation of every allocator for one grid cell and seed")
+    pl.add_argument("out")
+    pl.add_argument("png")
+    pl.add_argument("--workload", default="philly")
+    pl.add_argument("--load", default="high")
+    pl.add_argument("--policy", default="las")
+    pl.add_argument("--allocators", default="fixed-demand,fungible-greedy,cpsat@demand,cpsat")
+    pl.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.cmd == "speed":
         return cmd_speed(args)
     if args.cmd == "experiment":
         return cmd_experiment(args)
+    if args.cmd == "plot":
+        return cmd_plot(args)
     print(report(Path(args.out)))
+    if args.csv:
+        write_runs_csv(Path(args.out), Path(args.csv))
     return 0
 
 

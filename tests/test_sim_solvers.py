@@ -43,6 +43,25 @@ def test_every_allocator_runs_every_round_feasibly(solver):
     assert s["solve_s_max"] < 10
 
 
+@pytest.mark.parametrize("solver", ["fixed-demand", "fungible-greedy"])
+def test_unvalidated_allocator_gives_the_validated_run(solver):
+    """``validate=False`` skips solve_round's check, nothing else: the same run, job for job."""
+    _needs(solver)
+    wl, nodes = _workload(2, n=20)
+    runs = [simulate(wl, nodes, policies.LAS(), SolveRoundAllocator(solver, time_limit=2.0, validate=v),
+                     SimConfig(round_s=100, check=not v, progress=False)) for v in (True, False)]
+    for col in ("start_s", "finish_s", "preemptions", "moves"):
+        np.testing.assert_array_equal(runs[0].jobs[col], runs[1].jobs[col])
+    assert runs[1].info["checked_rounds"] == runs[1].summary()["solver_calls"] > 0
+
+
+def test_unvalidated_needs_a_named_solver():
+    from optsched.errors import InputError
+
+    with pytest.raises(InputError, match="validate"):
+        SolveRoundAllocator(None, method="heuristic", validate=False)
+
+
 def test_fixed_demand_replays_trace_durations():
     """With fixed demands on speed-1.0 GPUs, a job that never moves runs exactly its duration
     (spread jobs pay their spread factor, moved or resumed ones their restarts)."""

@@ -43,6 +43,18 @@ class Cluster:
         self.mem = np.array([n.mem_gb for n in instance.nodes], dtype=np.int64)
         types = [n.gpu_type for n in instance.nodes]
         self.by_type = {t: np.array([i for i, x in enumerate(types) if x == t], dtype=np.int64) for t in set(types)}
+        self.types = sorted(self.by_type)
+        self._allowed: dict[int, list[str]] = {}
+
+    def allowed_types(self, job: Job) -> list[str]:
+        """:func:`types_by_speed` for ``job``, memoised per ``gpu_speed`` mapping object (jobs
+        that share one, as the simulator's jobs of one model do, sort once per round)."""
+        key = id(job.gpu_speed)
+        out = self._allowed.get(key)
+        if out is None:
+            pairs = [(s, t) for t in self.types if (s := job.speed(t)) is not None]
+            out = self._allowed[key] = [t for _, t in sorted(pairs, key=lambda p: (-p[0], p[1]))]
+        return out
 
     def fits_at(self, nodes: Mapping[str, int], c: int, m: int) -> bool:
         """Whether the node -> GPUs map fits in the free capacity at grid point (c, m)."""
@@ -102,7 +114,7 @@ def place(instance: Instance, cl: Cluster, job: Job, cpus_per_gpu: int, mem_per_
 
     A running job keeps its current nodes when they still hold it on an allowed type (no restart);
     otherwise best fit on its allowed GPU types, fastest type first."""
-    allowed = types_by_speed(instance, job)
+    allowed = cl.allowed_types(job)
     nodes = None
     if job.placement is not None:
         ptypes = {instance.node(n).gpu_type for n in job.placement}

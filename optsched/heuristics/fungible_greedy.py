@@ -42,55 +42,77 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0) -> Schedule:
     cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
     mpg = max(1.0, sum(n.mem_gb for n in instance.nodes) / tg)
     chosen: dict[str, tuple[dict[str, int], int, int]] = {}
+    # jobs sharing a profile (and, in a fair round, a demand) share their eligible and lean points
+    cache: dict[tuple[int, tuple[int, int] | None], tuple[list[tuple[int, int, float]], tuple[int, int]]] = {}
+    pts_of: dict[str, list[tuple[int, int, float]]] = {}
     for job in job_order(instance):
-        pts = _eligible(instance, job)
-        c, m = _lean_point(job, pts, cpg, mpg)
+        key = (id(job.profile), job.demand if instance.round.fair else None)
+        hit = cache.get(key)
+        if hit is None:
+            pts = _eligible(instance, job)
+            hit = cache[key] = (pts, _lean_point(job, pts, cpg, mpg))
+        pts, (c, m) = hit
         nodes = place(instance, cl, job, c, m)
         if nodes is None:
             continue
         chosen[job.id] = (nodes, c, m)
-    _redistribute(instance, cl, chosen, cpg, mpg)
+        pts_of[job.id] = pts
+    _redistribute(instance, cl, chosen, cpg, mpg, pts_of)
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
     s = Schedule(instance=instance.name, jobs=jobs)
     return repair(instance, s) if policy_families(instance) else s
 
 
 def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],
-                  cpg: float, mpg: float) -> None:
+                  cpg: float, mpg: float, pts_of: dict[str, list[tuple[int, int, float]]] | None = None) -> None:
     """Per job (heaviest marginal gain first, repeatedly): move to the eligible grid point with the
-    largest value gain per unit of extra normalised resource that still fits, until none improves."""
+    largest value gain per unit of extra normalised resource that still fits, until none improves.
+
+    A point ``(pc, pm)`` fits job ``j`` (holding ``k`` GPUs on node ``i`` at ``(c, m)``) when
+    ``free_cpu[i] + c k >= pc k`` and likewise for memory on each of its nodes, i.e. when ``pc``
+    and ``pm`` are at most the job's per-GPU headroom (integer division), computed once per job
+    and scan."""
     by_node: dict[str, list[str]] = {}
     for j, (nodes, _, _) in chosen.items():
         for n in nodes:
             by_node.setdefault(n, []).append(j)
-    pts_of = {j: _eligible(instance, instance.job(j)) for j in chosen}
+    if pts_of is None:
+        pts_of = {j: _eligible(instance, instance.job(j)) for j in chosen}
+    cpu, mem = cl.cpu.tolist(), cl.mem.tolist()  # plain ints: the scan below is scalar work
+    info = {}
+    for j, (nodes, _, _) in chosen.items():
+        job = instance.job(j)
+        info[j] = (job, [(instance.node_idx(n), k) for n, k in nodes.items()],
+                   job.weight * sum(nodes.values()), job.demand_throughput)
     done: set[str] = set()
     for nid in sorted(by_node):
         group = [j for j in by_node[nid] if j not in done]
         while True:
             best: tuple[float, str, int, int] | None = None
             for j in group:
-                job = instance.job(j)
-                nodes, c, m = chosen[j]
+                job, where, w, dtp = info[j]
+                _, c, m = chosen[j]
                 tp = job.profile.at(c, m)
-                w = job.weight * sum(nodes.values())
-                cl.take(nodes, c, m, sign=-1)
+                cmax = min((cpu[i] + c * k) // k for i, k in where)
+                mmax = min((mem[i] + m * k) // k for i, k in where)
                 for pc, pm, ptp in pts_of[j]:
-                    if ptp <= tp * (1 + 1e-12) or not cl.fits_at(nodes, pc, pm):
+                    if ptp <= tp * (1 + 1e-12) or pc > cmax or pm > mmax:
                         continue
                     extra = max(1e-9, (pc - c) / cpg + (pm - m) / mpg)
-                    ratio = w * (ptp - tp) / job.demand_throughput / extra
+                    ratio = w * (ptp - tp) / dtp / extra
                     if best is None or ratio > best[0]:
                         best = (ratio, j, pc, pm)
-                cl.take(nodes, c, m)
             if best is None:
                 break
             _, j, pc, pm = best
             nodes, c, m = chosen[j]
-            cl.take(nodes, c, m, sign=-1)
-            cl.take(nodes, pc, pm)
+            for i, k in info[j][1]:
+                cpu[i] -= (pc - c) * k
+                mem[i] -= (pm - m) * k
             chosen[j] = (nodes, pc, pm)
         done.update(group)
+    cl.cpu[:] = cpu
+    cl.mem[:] = mem
 
 
 class FungibleGreedy:

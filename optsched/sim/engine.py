@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -65,29 +65,46 @@ class SolveRoundAllocator:
 
     ``time_limit`` is the per-round budget. For solvers that take hints, the previous round's
     schedule (restricted to jobs still present, which keeps it feasible) is the hint.
+
+    ``validate=False`` calls the registered ``solver`` directly instead of through
+    ``solve_round``, skipping its independent check of every result (and of the hint). That is
+    for trusted solvers on long replays, where the check is a large share of a fast heuristic's
+    time; the tests run every solver validated, and ``SimConfig(check=True)`` checks inside the
+    engine whatever the allocator does. Rounds with contract-v2 policy rules are always validated.
     """
 
-    def __init__(self, solver: str | None = None, *, method: str = "auto", time_limit: float = 10.0, seed: int = 0, hint: bool = True, **options: Any) -> None:
+    def __init__(self, solver: str | None = None, *, method: str = "auto", time_limit: float = 10.0, seed: int = 0,
+                 hint: bool = True, validate: bool = True, **options: Any) -> None:
         from optsched.registry import get_method
 
+        if not validate and solver is None:
+            raise InputError("validate", validate, "can be False only with a named solver")
         self.solver = solver
         self.method = method
         self.time_limit = time_limit
         self.seed = seed
         self.options = options
+        self.validate = validate
         self.takes_hint = hint and solver is not None and get_method(solver).takes_hint
         self.name = solver or method
         self._previous: Schedule | None = None
 
     def __call__(self, instance: Instance) -> Result:
-        from optsched.solve import solve_round
-
         hint = None
         if self.takes_hint and self._previous is not None:
             present = {j.id for j in instance.jobs}
             hint = Schedule(instance.name, {j: a for j, a in self._previous.jobs.items() if j in present})
-        res = solve_round(instance, self.method if self.solver is None else "auto", solver=self.solver,
-                          time_limit=self.time_limit, seed=self.seed, hint=hint, **self.options)
+        if self.validate or instance.round.uses_v2:  # policy rounds always go through solve_round's checks
+            from optsched.solve import solve_round
+
+            res = solve_round(instance, self.method if self.solver is None else "auto", solver=self.solver,
+                              time_limit=self.time_limit, seed=self.seed, hint=hint, **self.options)
+        else:
+            from optsched.registry import get_method
+
+            t0 = time.perf_counter()
+            res = get_method(self.solver).load()().solve(instance, time_limit=float(self.time_limit), seed=self.seed, hint=hint, **self.options)
+            res = replace(res, time_s=time.perf_counter() - t0)
         self._previous = res.schedule
         return res
 
@@ -217,6 +234,7 @@ def simulate_steps(
     alloc = np.zeros((n, 3))  # GPUs, cores, GB held now
     assign: list[Assignment | None] = [None] * n
     base: list[Job | None] = [None] * n
+    speeds: dict[Any, Mapping[str, float]] = {}  # interned gpu_speed mappings (see _interned)
 
     rec: dict[str, list[float]] = {k: [] for k in (
         "t_s", "span_s", "active", "running", "waiting", "offered", "gpu_util", "cpu_util", "mem_util", "solved", "solve_s", "solve_cpu_s", "objective", "gap")}
@@ -259,7 +277,7 @@ def simulate_steps(
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             solve_s, solve_cpu, objective, gap, solved = 0.0, 0.0, math.nan, math.nan, 0.0
             if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
-                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base)
+                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds)
                 t0, c0 = time.perf_counter(), time.process_time()
                 out = yield inst
                 solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -450,7 +468,7 @@ def _offer(
 
 def _instance(
     name: str, nodes: tuple[Node, ...], rnd: Round, jobs: tuple[SimJob, ...], sel: np.ndarray, w: np.ndarray,
-    assign: list[Assignment | None], base: list[Job | None],
+    assign: list[Assignment | None], base: list[Job | None], speeds: dict[Any, Mapping[str, float]],
 ) -> Instance:
     out = []
     for k, j in enumerate(sel):
@@ -458,11 +476,21 @@ def _instance(
         if b is None:
             s = jobs[j]
             tenant = s.tenant if rnd.tenants is not None and s.tenant in rnd.tenants else None
-            b = base[j] = Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant,
-                              gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s)
+            b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant,
+                                        gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
         out.append(_with_state(b, float(w[k]), None if a is None else a.nodes))
     return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+
+
+def _interned(job: Job, speeds: dict[tuple[tuple[str, float], ...], Mapping[str, float]]) -> Job:
+    """``job`` sharing its (validated, read-only) ``gpu_speed`` mapping with every other job of
+    the run with equal speeds (``speeds`` holds them), so that allocators can memoise
+    per-mapping work (allowed GPU types by speed) across the jobs of one model."""
+    if job.gpu_speed is not None:
+        key = tuple(sorted(job.gpu_speed.items()))
+        job.__dict__["gpu_speed"] = speeds.setdefault(key, job.gpu_speed)
+    return job
 
 
 def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None) -> Job:
@@ -496,7 +524,9 @@ def _apply(
                 rate[j] = 0.0
                 alloc[j] = 0.0
             continue
-        if old is None or dict(old.nodes) != dict(new.nodes):
+        if old is not None and old == new:  # same nodes and grid point: nothing changes
+            continue
+        if old is None or old.nodes != new.nodes:
             if old is not None:
                 moves[j] += 1
             delay_left[j] = restart[j] if ever_ran[j] else 0.0

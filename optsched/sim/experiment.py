@@ -109,17 +109,19 @@ def run(
     time_limit: float = 5.0,
     seed: int = 0,
     config: SimConfig | None = None,
+    validate: bool = True,
     **solver_options: Any,
 ) -> SimResult:
     """Simulate ``setup`` under a queue ``policy`` (name) and an ``allocator``: a registered
     solver name, or ``SOLVER@demand`` for that solver with every job held at its fixed demand
-    (:class:`~optsched.sim.allocators.AtDemand`: placement without fungibility)."""
+    (:class:`~optsched.sim.allocators.AtDemand`: placement without fungibility). ``validate=False``
+    skips ``solve_round``'s per-round check (see :class:`~optsched.sim.engine.SolveRoundAllocator`)."""
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
     solver, _, variant = allocator.partition("@")
     if variant not in ("", "demand"):
         raise InputError("allocator", allocator, "the only variant is SOLVER@demand (every job held at its fixed demand)")
-    alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, **solver_options)
+    alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, **solver_options)
     if variant:
         from optsched.sim.allocators import AtDemand
 
@@ -131,6 +133,7 @@ def run(
     res.info["setup"] = dict(setup.settings)
     res.info["time_limit"] = time_limit
     res.info["seed"] = seed
+    res.info["validated"] = validate
     return res
 
 
