@@ -13,7 +13,7 @@ from optsched.errors import InputError
 from optsched.sim import cluster, policies
 from optsched.sim.engine import SimConfig, simulate
 from optsched.sim.experiment import parse_duration
-from optsched.sim.metrics import compare, mean_ci, summarise, write_jobs_csv, write_metrics_json
+from optsched.sim.metrics import compare, mean_ci, read_run, summarise, write_jobs_csv, write_metrics_json
 from optsched.sim.workload import Trace, build_workload
 
 TRACE = """job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored
@@ -46,6 +46,19 @@ def test_metrics_files_round_trip(tmp_path):
     assert doc["run"]["policy"] == "las"
     rows = list(csv.DictReader(write_jobs_csv(res, tmp_path / "j.csv").open()))
     assert len(rows) == 12 and float(rows[0]["jct_s"]) == pytest.approx(res.jct_s[0])
+
+
+def test_read_run_gives_back_what_was_written(tmp_path):
+    res = _runs()["fixed"]
+    back = read_run(write_metrics_json(res, tmp_path / "m.json"), write_jobs_csv(res, tmp_path / "j.csv"))
+    np.testing.assert_allclose(back.jct_s, res.jct_s)
+    np.testing.assert_array_equal(back.jobs["id"], res.jobs["id"])
+    np.testing.assert_allclose(back.rounds["gpu_util"], res.rounds["gpu_util"])
+    s, b = summarise(res), summarise(back)
+    for k in ("avg_jct_s", "p99_jct_s", "makespan_s", "gpu_util", "cpu_util", "preemptions", "moves", "solver_calls"):
+        assert b[k] == pytest.approx(s[k]), k
+    assert back.info["policy"] == "las"
+    assert read_run(tmp_path / "m.json").jobs["finish_s"].size == 0  # the JSON alone: no per-job columns
 
 
 def test_fungible_beats_fixed_on_the_stand_in():

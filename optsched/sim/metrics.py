@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     from optsched.sim.engine import SimResult
 
-__all__ = ["compare", "mean_ci", "summarise", "write_jobs_csv", "write_metrics_json"]
+__all__ = ["compare", "mean_ci", "read_run", "summarise", "write_jobs_csv", "write_metrics_json"]
 
 
 def _f(x: float) -> float | None:
@@ -103,6 +103,27 @@ def write_jobs_csv(result: SimResult, path: str | Path) -> Path:
             row += [_cell(jct[i]), _cell(result.jobs["start_s"][i] - result.jobs["submit_s"][i])]
             w.writerow(row)
     return p
+
+
+def read_run(metrics_json: str | Path, jobs_csv: str | Path | None = None) -> SimResult:
+    """A :class:`SimResult` back from the files :func:`write_metrics_json` (and, for the per-job
+    columns, :func:`write_jobs_csv`) wrote: enough to summarise and plot a finished run again.
+    Without ``jobs_csv`` the per-job columns are empty."""
+    from optsched.sim.engine import SimResult
+
+    doc = json.loads(Path(metrics_json).read_text())
+    rounds = {k: np.array([math.nan if x is None else x for x in v], dtype=np.float64) for k, v in doc["timeline"].items()}
+    jobs: dict[str, np.ndarray] = {k: np.zeros(0) for k in ("submit_s", "start_s", "finish_s", "duration_s", "preemptions", "moves")}
+    if jobs_csv is not None:
+        with Path(jobs_csv).open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        text = ("id", "model")
+        for col in (rows[0].keys() if rows else ()):
+            if col in ("jct_s", "queueing_delay_s"):
+                continue
+            vals = [r[col] for r in rows]
+            jobs[col] = np.array(vals, dtype=object) if col in text else np.array([float(v) if v != "" else math.nan for v in vals])
+    return SimResult(name=doc["run"].get("name", Path(metrics_json).stem), jobs=jobs, rounds=rounds, info=doc["run"])
 
 
 def _cell(v: Any) -> Any:
