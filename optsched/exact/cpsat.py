@@ -45,8 +45,20 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "type_cuts": False,  # aggregated capacity per GPU type (implied by the node rows)
     "greedy_hint": True,  # complete the search with the greedy schedule when no hint is given
     "lns_share": None,  # share of the time for an lns warm start (None: 0 up to LNS_FROM_CELLS, else 0.7)
-    "lifted_rows": False,  # lift node core/memory rows by the capacity GPU-heavy jobs strand
+    "lifted_rows": True,  # lift node core/memory rows by the capacity GPU-heavy jobs strand (measured: faster proofs)
+    "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
     "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
+}
+
+#: CP-SAT worker portfolios (``portfolio`` option). "proof": both workers search the full model
+#: with LP relaxations (default_lp and max_lp) instead of CP-SAT's default of one LP worker plus
+#: one worker for first-solution heuristics and LNS. Measured on the 12 small benchmark rounds (2
+#: workers, same deterministic-time budget): the proof is reached with a median 0.5 instead of 2.8
+#: deterministic seconds where both prove it (formulations/integrated.md, "Engineering experiments").
+PORTFOLIOS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "proof": {"num_full_subsolvers": 2, "subsolvers": ["default_lp", "max_lp"]},
+    "auto": {},
 }
 
 #: rounds with more job x node cells than this get an lns warm start by default (measured: at
@@ -102,6 +114,8 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     dt = opts["deterministic_time"]
     if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or dt <= 0):
         raise InputError("deterministic_time", dt, "must be a positive number")
+    if opts["portfolio"] not in PORTFOLIOS:
+        raise InputError("portfolio", opts["portfolio"], f"unknown portfolio; known: {sorted(PORTFOLIOS)}")
     cp = opts["cp_params"]
     if cp is not None:
         if not isinstance(cp, dict):
@@ -697,8 +711,15 @@ class CpSatSolver:
             # reproducible: with several workers only the interleaved search is deterministic
             prm.interleave_search = True
         prm.log_search_progress = bool(opts["log"])
-        for name, value in (opts["cp_params"] or {}).items():
-            if isinstance(value, (list, tuple)):
+        portfolio = opts["portfolio"]
+        if portfolio == "auto":
+            # the proof portfolio on rounds CP-SAT is meant to close; with an lns warm start (large
+            # rounds) CP-SAT's own LNS workers keep improving the incumbent instead
+            portfolio = "proof" if opts["num_workers"] == 2 and share == 0 else "default"
+        stats["portfolio"] = portfolio
+        for name, value in [*PORTFOLIOS[portfolio].items(), *(opts["cp_params"] or {}).items()]:
+            if isinstance(value, (list, tuple)):  # a repeated field: the later setting replaces the earlier
+                getattr(prm, name).clear()
                 getattr(prm, name).extend(value)
             else:
                 setattr(prm, name, value)
