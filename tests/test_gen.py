@@ -177,7 +177,14 @@ def test_bundled_instances_valid(path):
     """Every bundled example loads and its running jobs' placements are feasible."""
     inst = load_instance(path)
     assert inst.name == path.name.removesuffix(".json")
-    assert check_schedule(inst, running_schedule(inst)).feasible
+    if path.parent.name == "traces":
+        # snapshots of a fungible replay: running jobs hold less than their (Alibaba) request,
+        # so only their leanest grid point is sure to fit where they are
+        lean = {j.id: Assignment(dict(j.placement), j.profile.cpus_per_gpu[0], j.profile.mem_per_gpu_gb[0])
+                for j in inst.jobs if j.running}
+        assert check_schedule(inst, Schedule(inst.name, lean)).feasible
+    else:
+        assert check_schedule(inst, running_schedule(inst)).feasible
 
 
 def test_bundled_instances_reproducible():
