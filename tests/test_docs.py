@@ -28,3 +28,10 @@ def test_mkdocs_build_strict(tmp_path):
     api = (site / "api" / "index.html").read_text()
     for name in ("solve_round", "check_schedule", "Instance", "create_app", "SolvePool"):
         assert name in api, name
+    # the CLI reference is generated from the parser: every verb and one of its options appear
+    from optsched.cli import VERBS
+
+    ref = (site / "cli-reference" / "index.html").read_text()
+    for verb in VERBS:
+        assert f"optsched {verb}" in ref, verb
+    assert "--lp-bound" in ref and "--max-time-limit" in ref
