@@ -60,7 +60,8 @@ def _setup(workload: str, load: str, seed: int) -> Any:
     return prepare(w.pop("trace"), target_load=LOADS[load], seed=seed, **w)
 
 
-def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str) -> dict[str, Any]:
+def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
+            deterministic_time: float | None = None) -> dict[str, Any]:
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``."""
     from optsched.sim.engine import SimConfig
     from optsched.sim.experiment import run
@@ -69,9 +70,12 @@ def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, ti
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"
     cfg = SimConfig(name=name, progress=False)
-    opts = {"num_workers": 1} if allocator.partition("@")[0] in ("cpsat", "lns") else {}
+    opts: dict[str, Any] = {"num_workers": 1} if allocator.partition("@")[0] in ("cpsat", "lns") else {}
+    if deterministic_time is not None and allocator.partition("@")[0] == "cpsat":
+        opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
-    res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed}
+    res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed,
+                              "time_limit": time_limit, "deterministic_time": opts.get("deterministic_time")}
     path = Path(out) / f"{name}.json"
     write_jobs_csv(res, Path(out) / "jobs" / f"{name}.jobs.csv")  # first: the JSON marks the run done
     write_metrics_json(res, path)
@@ -133,7 +137,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     print(f"{len(grid)} runs, {len(grid) - len(todo)} done already", file=sys.stderr)
     failures = 0
     backend = get_backend(args.backend, workers=args.workers, address=args.address)
-    tasks = [(*g, args.time_limit, str(out)) for g in todo]
+    tasks = [(*g, args.time_limit, str(out), args.deterministic_time) for g in todo]
     for g, r in tqdm(backend.imap_unordered(_run_safe, tasks), total=len(tasks), desc="simulations"):
         if "error" in r:  # report and go on: one broken run must not lose the others
             failures += 1
@@ -195,7 +199,31 @@ def report(out: Path) -> str:
                     lines.append(f"- integrated-fungible ({INTEGRATED}) vs {base}: {label} {m:+.1f} %{ci_text} lower "
                                  f"(per-seed improvement, mean{' ± 95 % CI' if len(vals) > 1 else ''}; {len(common)} seeds)")
         lines.append("")
+    lines += improvement_table(runs)
     return "\n".join(lines)
+
+
+def improvement_table(runs: dict[tuple[str, str, str], dict[str, dict[int, dict[str, Any]]]]) -> list[str]:
+    """One row per workload, load and policy: how much lower (%) integrated-fungible's average JCT
+    and makespan are than each baseline's, per seed then mean ± 95 % CI."""
+    from optsched.sim.metrics import compare, mean_ci
+
+    bases = [b for b in BASELINES if any(b in r for r in runs.values())]
+    head = " | ".join(f"{k} vs {b}" for b in bases for k in ("JCT", "makespan"))
+    lines = ["### Improvement of integrated-fungible (cpsat), % lower (mean ± 95 % CI over seeds)", "",
+             f"| workload | load | policy | {head} |", "|---|---|---|" + "---|" * (2 * len(bases))]
+    for (w, ld, pol), by_alloc in sorted(runs.items()):
+        if INTEGRATED not in by_alloc:
+            continue
+        cells = []
+        for b in bases:
+            common = sorted(set(by_alloc[INTEGRATED]) & set(by_alloc.get(b, {})))
+            for k in ("avg_jct_s", "makespan_s"):
+                vals = [v for v in (compare(by_alloc[INTEGRATED][s][k], by_alloc[b][s][k]) for s in common) if v is not None]
+                m, h = mean_ci(vals)
+                cells.append("-" if m != m else f"{m:+.1f} ± {h:.1f}" if len(vals) > 1 else f"{m:+.1f}")
+        lines.append(f"| {w} | {ld} | {pol.upper()} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def write_runs_csv(out: Path, path: Path) -> Path:
@@ -258,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--seeds", default="0,1,2")
     ex.add_argument("--time-limit", type=float, default=2.0, help="allocator seconds per round")
     ex.add_argument("--workers", type=int, default=2)
+    ex.add_argument("--deterministic-time", type=float, default=None,
+                    help="CP-SAT deterministic seconds per round (the time limit stays as a wall-clock cap): "
+                         "results that do not depend on the machine's load")
     ex.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
     ex.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     rp = sub.add_parser("report", help="markdown tables from a results directory")
