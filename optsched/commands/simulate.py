@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue-window", type=float, default=2.0, help="waiting jobs offered per round, x cluster GPUs (0: all)")
     p.add_argument("--horizon", default=None, help="stop at this simulated time (unfinished jobs are reported)")
     p.add_argument("--fair", action="store_true", help="Synergy fairness: no job slower than at its demand")
+    p.add_argument("--slo-share", type=float, default=0.0,
+                   help="share of jobs (drawn with --seed) that are SLO jobs with a deadline (default 0: none)")
+    p.add_argument("--slo-slack", type=float, default=2.0,
+                   help="an SLO job's deadline is submit + this x its trace duration (default 2)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
     p.add_argument("--mix", default=None, help="model mix, e.g. image=0.6,language=0.4 (default: the catalogue's)")
     p.add_argument("--workers", type=int, default=1, help="simulations run at once (default 1)")
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(
         round_s=parse_duration(args.round, "--round"), fair=args.fair,
         queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
-        check=args.check, progress=not args.no_progress,
+        check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
     )
     pairs = [(pol, a) for pol in policies for a in allocators]
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
@@ -125,6 +129,8 @@ def _table(runs: dict) -> str:
             ("makespan_s", "makespan h", 3600), ("avg_queueing_delay_s", "queue h", 3600), ("gpu_util", "GPU", 1),
             ("cpu_util", "CPU", 1), ("preemptions", "preempt", 1), ("moves", "moves", 1), ("unfinished", "unfin", 1),
             ("solve_s_mean", "solve s", 1), ("wall_s", "wall s", 1)]
+    if any("deadline_satisfaction" in res.summary() for res in runs.values()):
+        cols.insert(-2, ("deadline_satisfaction", "deadline met", 1))
     header = ["run", *(c[1] for c in cols)]
     rows = []
     for label, res in runs.items():

@@ -25,6 +25,11 @@ Semantics worth knowing:
   to the first boundary at or after the next arrival.
 * With ``reuse_unchanged`` the allocator is not called when the round's jobs and weights equal
   the previous round's: the previous schedule is kept (exact for deterministic allocators).
+  Rounds with an admitted deadline job are always solved (its urgency changes with time).
+* Deadline (SLO) jobs (``SimJob.deadline_s`` or ``SimConfig.slo_share``) go through admission
+  control, due jobs are lifted above every other job, unattainable ones are demoted to
+  best-effort, and rounds carry their ``deadline_s`` / ``remaining_s``
+  (:mod:`optsched.sim.deadlines`).
 
 The bookkeeping is numpy arrays over all jobs; the only per-job Python work is building the
 round's instance and applying its schedule.
@@ -45,6 +50,7 @@ from optsched.errors import InputError
 from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result
 from optsched.schedule import Assignment, Schedule
+from optsched.sim import deadlines as slo_mod
 from optsched.sim.policies import QueuePolicy, QueueState
 from optsched.sim.workload import SimJob, Workload
 
@@ -94,7 +100,7 @@ class SolveRoundAllocator:
         if self.takes_hint and self._previous is not None:
             present = {j.id for j in instance.jobs}
             hint = Schedule(instance.name, {j: a for j, a in self._previous.jobs.items() if j in present})
-        if self.validate or instance.round.uses_v2:  # policy rounds always go through solve_round's checks
+        if self.validate or instance.version == 2:  # policy rounds always go through solve_round's checks
             from optsched.solve import solve_round
 
             res = solve_round(instance, self.method if self.solver is None else "auto", solver=self.solver,
@@ -126,6 +132,12 @@ class SimConfig:
     #: carry their trace ``tenant``; others have no quota) and the moves allowed per round
     tenant_quotas: Mapping[str, int] | None = None
     max_moves: int | None = None
+    #: deadline (SLO) jobs (optsched.sim.deadlines): this share of the jobs, drawn with
+    #: ``slo_seed``, must finish by ``submit + slo_slack x duration`` (jobs whose SimJob carries a
+    #: ``deadline_s`` are SLO jobs whatever the share)
+    slo_share: float = 0.0
+    slo_slack: float = 2.0
+    slo_seed: int = 0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -138,6 +150,9 @@ class SimConfig:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
         if self.tenant_quotas is not None or self.max_moves is not None:
             Round(tenants=self.tenant_quotas, max_moves=self.max_moves)  # the contract's checks, field names and all
+        slo_mod.mark_deadlines((), self.slo_share, self.slo_slack, 0)  # checks the share and the slack
+        if isinstance(self.slo_seed, bool) or not isinstance(self.slo_seed, int) or self.slo_seed < 0:
+            raise InputError("slo_seed", self.slo_seed, "must be an integer >= 0")
 
 
 @dataclass
@@ -145,7 +160,7 @@ class SimResult:
     """What a run produced: per-job columns, per-round columns, and the run's description."""
 
     name: str
-    jobs: dict[str, np.ndarray]  #: id, model, gpus, submit_s, start_s, finish_s, duration_s, run_s, preemptions, moves
+    jobs: dict[str, np.ndarray]  #: id, model, gpus, submit_s, start_s, finish_s, duration_s, run_s, preemptions, moves, deadline_s, slo
     rounds: dict[str, np.ndarray]  #: t_s, active, running, waiting, gpu/cpu/mem_util, solved, solve_s, objective, gap
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -235,6 +250,11 @@ def simulate_steps(
     assign: list[Assignment | None] = [None] * n
     base: list[Job | None] = [None] * n
     speeds: dict[Any, Mapping[str, float]] = {}  # interned gpu_speed mappings (see _interned)
+    deadline = slo_mod.mark_deadlines(jobs, cfg.slo_share, cfg.slo_slack, cfg.slo_seed)
+    slo = np.zeros(n, dtype=np.int64)
+    undecided = np.isfinite(deadline)  # SLO jobs not through admission yet
+    any_slo = bool(undecided.any())
+    best, slow = slo_mod.job_rates(jobs, nodes, cfg.fair) if any_slo else (np.zeros(n), np.zeros(n))
 
     rec: dict[str, list[float]] = {k: [] for k in (
         "t_s", "span_s", "active", "running", "waiting", "offered", "gpu_util", "cpu_util", "mem_util", "solved", "solve_s", "solve_cpu_s", "objective", "gap")}
@@ -272,12 +292,21 @@ def simulate_steps(
             w = np.asarray(policy.weights(state), dtype=np.float64)
             if w.shape != active.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
                 raise InputError("policy.weights", w[:5].tolist(), f"{policy.name} must give one finite weight > 0 per active job")
+            slo_live: dict[int, tuple[float, float]] = {}
+            if any_slo:
+                admitted, due = _slo_step(t, R, active, deadline, slo, undecided, best, slow, remaining, demand_thr, gpus,
+                                          total_gpus, rate, delay_left, restart, ever_ran)
+                w = slo_mod.due_weights(w, due)
+                rem_d = remaining[active] / demand_thr[active]
+                slo_live = {int(j): (float(deadline[j] - t), float(r)) for j, r in zip(active[admitted], rem_d[admitted], strict=True)}
             sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs)
             w_sel = w[np.searchsorted(active, sel)]
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
+            if slo_live:
+                last_sig = None  # deadlines tighten every round: solve again
             solve_s, solve_cpu, objective, gap, solved = 0.0, 0.0, math.nan, math.nan, 0.0
             if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
-                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds)
+                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds, slo_live)
                 t0, c0 = time.perf_counter(), time.process_time()
                 out = yield inst
                 solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -306,7 +335,7 @@ def simulate_steps(
                 d = delay_left[run_idx]
                 r = rate[run_idx]
                 t_fin = t + d + remaining[run_idx] / r
-                if cfg.reuse_unchanged:
+                if cfg.reuse_unchanged and not slo_live:
                     span = R * _rounds_unchanged(t, R, t_fin, submit[arrived] if arrived < n else None, cfg.horizon_s,
                                                  policy, active, rate, submit, gpus, attained, remaining, demand_thr, extras, done)
             held_alloc = alloc[active].sum(axis=0)
@@ -369,6 +398,8 @@ def simulate_steps(
         "moves": moves,
         "demand_cpus_per_gpu": np.array([j.demand[0] for j in jobs], dtype=np.int64),
         "demand_mem_per_gpu_gb": np.array([j.demand[1] for j in jobs], dtype=np.int64),
+        "deadline_s": deadline,  #: absolute; nan for best-effort jobs
+        "slo": slo,  #: optsched.sim.deadlines.SLO_STATES (0 best-effort, 1 admitted, 2 rejected, 3 demoted)
     }
     rounds = {k: np.asarray(v, dtype=np.float64) for k, v in rec.items()}
     info = {
@@ -376,7 +407,8 @@ def simulate_steps(
         "policy": policy.name,
         "allocator": allocator_name,
         "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
-        "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves},
+        "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves,
+                           "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed},
         "jobs": n,
         "arrived": arrived,
         "nodes": len(nodes),
@@ -466,9 +498,44 @@ def _offer(
     return np.sort(np.concatenate([active[running], waiting[order[:k]]]))
 
 
+def _slo_step(
+    t: float, R: float, active: np.ndarray, deadline: np.ndarray, slo: np.ndarray, undecided: np.ndarray, best: np.ndarray,
+    slow: np.ndarray, remaining: np.ndarray, demand_thr: np.ndarray, gpus: np.ndarray, total_gpus: float, rate: np.ndarray,
+    delay_left: np.ndarray, restart: np.ndarray, ever_ran: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Admission of the SLO jobs that arrived (earliest deadline first), demotion of admitted jobs
+    that can no longer finish at their best rate; returns ``(admitted, due)`` masks over ``active``
+    (optsched.sim.deadlines states the rules)."""
+    rem_d = remaining[active] / demand_thr[active]  # run time left at demand on a speed-1.0 GPU
+    pending = np.where(rate[active] > 0, delay_left[active], np.where(ever_ran[active], restart[active], 0.0))
+    with np.errstate(divide="ignore"):
+        at_best = pending + np.where(best[active] > 0, rem_d / np.maximum(best[active], 1e-300), np.inf)
+        at_demand = pending + np.where(slow[active] > 0, rem_d / np.maximum(slow[active], 1e-300), np.inf)
+    left = deadline[active] - t
+    new = np.flatnonzero(undecided[active])
+    for k in new[np.argsort(deadline[active[new]], kind="stable")]:
+        j = active[k]
+        undecided[j] = False
+        if not at_best[k] <= left[k]:
+            slo[j] = slo_mod.SLO_REJECTED
+            continue
+        mine = np.flatnonzero(slo[active] == slo_mod.SLO_ADMITTED)
+        cand = np.append(mine, k)
+        rounds_needed = np.ceil(at_demand[cand] / R - 1e-9) * R  # resources free only at round boundaries
+        ok = slo_mod.edf_fits(t, deadline[active[cand]], gpus[active[cand]] * rounds_needed, total_gpus)
+        slo[j] = slo_mod.SLO_ADMITTED if ok else slo_mod.SLO_REJECTED
+    admitted = slo[active] == slo_mod.SLO_ADMITTED
+    lost = admitted & ~(at_best <= left + _EPS)
+    slo[active[lost]] = slo_mod.SLO_DEMOTED
+    admitted &= ~lost
+    due = admitted & (R + at_demand > left)
+    return admitted, due
+
+
 def _instance(
     name: str, nodes: tuple[Node, ...], rnd: Round, jobs: tuple[SimJob, ...], sel: np.ndarray, w: np.ndarray,
     assign: list[Assignment | None], base: list[Job | None], speeds: dict[Any, Mapping[str, float]],
+    slo_live: Mapping[int, tuple[float, float]] | None = None,
 ) -> Instance:
     out = []
     for k, j in enumerate(sel):
@@ -479,7 +546,7 @@ def _instance(
             b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
-        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes))
+        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j))))
     return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
 
 
@@ -493,15 +560,20 @@ def _interned(job: Job, speeds: dict[tuple[tuple[str, float], ...], Mapping[str,
     return job
 
 
-def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None) -> Job:
-    """``replace(base, weight=..., placement=...)`` without re-validating the profile, which is
-    most of a round's build time. Safe because both values are already valid: the engine has
-    checked the weight (finite, > 0) and the placement is a checked schedule's read-only node map
-    for this very job."""
+def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None,
+                deadline: tuple[float, float] | None = None) -> Job:
+    """``replace(base, weight=..., placement=...)`` (and ``deadline_s``, ``remaining_s`` from
+    ``deadline``) without re-validating the profile, which is most of a round's build time. Safe
+    because the values are already valid: the engine has checked the weight (finite, > 0), the
+    placement is a checked schedule's read-only node map for this very job, and a deadline is
+    passed only for an admitted job that can still make it (deadline >= 0, remaining > 0)."""
     job = object.__new__(Job)
     job.__dict__.update(base.__dict__)
     job.__dict__["weight"] = weight
     job.__dict__["placement"] = placement
+    if deadline is not None:
+        job.__dict__["deadline_s"] = max(0.0, deadline[0])
+        job.__dict__["remaining_s"] = max(deadline[1], 1e-9)
     return job
 
 

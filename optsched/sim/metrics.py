@@ -76,6 +76,9 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "wall_s": _f(result.info.get("wall_s", math.nan)),
         "cpu_s": _f(result.info.get("cpu_s", math.nan)),
     }
+    from optsched.sim.deadlines import deadline_metrics
+
+    out.update(deadline_metrics(jobs))  #: SLO counts and deadline satisfaction, when the run had SLO jobs
     return out
 
 

@@ -511,6 +511,9 @@ class SimJob:
     spread_factor: float
     restart_s: float
     tenant: str = ""
+    #: absolute simulated time by which an SLO job should finish (``None``: best-effort unless
+    #: ``SimConfig.slo_share`` marks it; optsched.sim.deadlines)
+    deadline_s: float | None = None
 
     @property
     def work(self) -> float:
