@@ -10,7 +10,8 @@
 - **large**: the library's 1,024-node x 4,000-job rounds: the policy's wall and CPU time,
   feasibility, objective and gap to the LP bound (:func:`optsched.mip.bound.lp_bound`), beside
   fungible-greedy, time-limited cpsat and lns, and the policy's schedule improved by lns for the
-  rest of the time limit (``maifs+lns``, what ``method="auto"`` runs there).
+  rest of the time limit (``maifs+lns``; it found nothing better, so ``method="auto"`` runs the
+  policy alone there).
 - **warm**: rounds the policy never saw (``instances/medium`` and the trace rounds, all larger than
   any training round): CP-SAT's incumbent trajectory (a solution callback) with no hint, the
   greedy hint and the policy hint (complete hints; ``lns_share=0`` so that only the hint differs),
