@@ -1,0 +1,223 @@
+"""Round policy families over a whole trace: deadlines (SLO jobs with admission control) and
+tenant quotas, on bench_policies.py's Philly window, with fungible and fixed-demand allocation
+(docs/results.md, "Scheduling policies from the literature").
+
+    python benchmarks/bench_round_policies.py run --out benchmarks/results/round_policies.csv
+    python benchmarks/bench_round_policies.py table benchmarks/results/round_policies.csv
+
+Variants per allocator (queue policy LAS unless ``--policy``):
+
+* ``plain``: no round policy. Its deadline and quota columns are measured against the same SLO
+  marking and quotas as the other variants, i.e. what a scheduler unaware of them achieves.
+* ``deadlines``: ``SLO_SHARE`` of the jobs (seeded) must finish by ``submit + SLO_SLACK x
+  duration`` (optsched.sim.deadlines: admission, due jobs first, demotion).
+* ``quotas``: every Philly virtual cluster is a tenant with a guaranteed GPU quota proportional
+  to its GPU-time in the window (90 % of the cluster guaranteed in all, at least 1 GPU each).
+
+Quota metrics, per round from the allocator's schedules (time-weighted over rounds with active
+jobs): for each tenant with jobs offered, ``s_t = held_t / e_t`` where ``e_t`` is the most GPUs
+whole gangs of its offered jobs can make within its quota (subset sum; >= 1: it has its guarantee); ``min share`` is the time average of ``min_t min(1, s_t)``, ``below`` the
+share of time some tenant is below its guarantee, ``Jain`` the time average of Jain's index of
+``min(1, s_t)`` across tenants. Load average is recorded beside wall time (shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_policies import LOAD, fairness, isolated_s  # noqa: E402
+from bench_sim import WORKLOADS  # noqa: E402
+
+ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
+VARIANTS = ("plain", "deadlines", "quotas")
+POLICY = "las"
+SLO_SHARE = 0.3
+SLO_SLACK = 2.0
+GUARANTEED = 0.9
+FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "jain_jobs",
+          "slo_jobs", "slo_admitted", "slo_rejected", "slo_demoted", "deadline_sat", "admitted_sat", "be_avg_jct_h",
+          "min_share", "below_quota", "jain_tenants", "gpu_util", "preemptions", "solver_calls", "wall_s", "loadavg")
+
+
+def quotas_for(jobs: Any, total_gpus: int, guaranteed: float = GUARANTEED) -> dict[str, int]:
+    """Per tenant: ``max(1, floor(guaranteed x total x its share of the window's GPU-time))``."""
+    use: dict[str, float] = {}
+    for j in jobs:
+        if j.tenant:
+            use[j.tenant] = use.get(j.tenant, 0.0) + j.gpus * j.duration_s
+    tot = sum(use.values())
+    q = {t: max(1, int(guaranteed * total_gpus * v / tot)) for t, v in use.items()}
+    assert sum(q.values()) <= total_gpus
+    return q
+
+
+def entitled(gangs: list[int], quota: int) -> int:
+    """The most GPUs a tenant can hold within its quota with whole gangs of its offered jobs
+    (subset sum): its guarantee this round, whatever the placement."""
+    reach = 1  # bit i: i GPUs reachable
+    for g in gangs:
+        reach |= reach << g
+    reach &= (1 << (quota + 1)) - 1
+    return reach.bit_length() - 1
+
+
+class Recorder:
+    """Wraps an allocator; keeps each solved round's ``(t, held GPUs, offered gangs)`` per tenant."""
+
+    def __init__(self, inner: Any, tenant_of: dict[str, str]) -> None:
+        self.inner, self.tenant_of, self.name = inner, tenant_of, getattr(inner, "name", "alloc")
+        self.rounds: list[tuple[float, dict[str, int], dict[str, int]]] = []
+
+    def __call__(self, inst: Any) -> Any:
+        out = self.inner(inst)
+        sched = getattr(out, "schedule", out)
+        held: dict[str, int] = {}
+        offered: dict[str, list[int]] = {}
+        for j in inst.jobs:
+            t = self.tenant_of[j.id] or "-"
+            offered.setdefault(t, []).append(j.gpus)
+            if j.id in sched.jobs:
+                held[t] = held.get(t, 0) + j.gpus
+        self.rounds.append((float(re.search(r"-t(\d+)$", inst.name).group(1)), held, offered))
+        return out
+
+
+def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, float]:
+    """Time-weighted min share vs quota, time below a guarantee and Jain's index across tenants."""
+    r = res.rounds
+    solved_t = [t for t, _, _ in rec.rounds]
+    k = -1
+    tot = mins = below = jain = 0.0
+    for t, span, solved in zip(r["t_s"], r["span_s"], r["solved"], strict=True):
+        if solved > 0:
+            k += 1
+            assert abs(solved_t[k] - t) < 1.0
+        if k < 0:
+            continue
+        _, held, offered = rec.rounds[k]
+        ent = {tn: entitled(gangs, quotas[tn]) for tn, gangs in offered.items() if tn in quotas}
+        s = np.array([min(1.0, held.get(tn, 0) / e) for tn, e in ent.items() if e > 0])
+        if s.size == 0:
+            continue
+        tot += span
+        mins += span * s.min()
+        below += span * float(s.min() < 1.0 - 1e-9)
+        jain += span * (s.sum() ** 2 / (s.size * (s ** 2).sum()) if (s ** 2).sum() > 0 else 0.0)
+    return {"min_share": mins / tot, "below_quota": below / tot, "jain_tenants": jain / tot}
+
+
+def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
+    from optsched.sim.deadlines import deadline_metrics, mark_deadlines
+    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.experiment import prepare
+    from optsched.sim.policies import get_policy
+
+    w = dict(WORKLOADS[workload])
+    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    jobs = setup.workload.jobs
+    quotas = quotas_for(jobs, sum(nd.gpus for nd in setup.nodes))
+    opts = {"num_workers": 1} if allocator == "cpsat" else {}
+    rec = Recorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts), {j.id: j.tenant for j in jobs})
+    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False,
+                    slo_share=SLO_SHARE if variant == "deadlines" else 0.0, slo_slack=SLO_SLACK, slo_seed=seed,
+                    tenant_quotas=quotas if variant == "quotas" else None)
+    t0 = time.perf_counter()
+    res = simulate(setup.workload, setup.nodes, get_policy(policy), rec, cfg)
+    wall = time.perf_counter() - t0
+    s = res.summary()
+    fin = res.finished
+    row: dict[str, Any] = {
+        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
+        "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
+        "gpu_util": s["gpu_util"], "preemptions": s["preemptions"], "solver_calls": s["solver_calls"], "wall_s": wall, "loadavg": os.getloadavg()[0],
+    }
+    f = fairness(res.jct_s[fin], isolated_s(setup)[fin])
+    row.update(max_rho=f["max_rho"], jain_jobs=f["jain"])
+    cols = dict(res.jobs)
+    if variant != "deadlines":  # measure against the same marking, unaware of it
+        cols["deadline_s"] = mark_deadlines(jobs, SLO_SHARE, SLO_SLACK, seed)
+        cols["slo"] = np.where(np.isfinite(cols["deadline_s"]), 1, 0)
+    d = deadline_metrics(cols)
+    row.update(slo_jobs=d["slo_jobs"], slo_admitted=d["slo_admitted"] if variant == "deadlines" else "",
+               slo_rejected=d["slo_rejected"] if variant == "deadlines" else "", slo_demoted=d["slo_demoted"] if variant == "deadlines" else "",
+               deadline_sat=d["deadline_satisfaction"], admitted_sat=d["admitted_deadline_satisfaction"] if variant == "deadlines" else "",
+               be_avg_jct_h=d["best_effort_avg_jct_s"] / 3600)
+    row.update(quota_metrics(res, rec, quotas))
+    return row
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = set()
+    if out.exists():
+        with out.open() as fh:
+            done = {(r["workload"], r["variant"], r["allocator"]) for r in csv.DictReader(fh)}
+    todo = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators if (w, v, a) not in done]
+    new = not out.exists()
+    with out.open("a", newline="") as fh:
+        wr = csv.DictWriter(fh, FIELDS)
+        if new:
+            wr.writeheader()
+        for w, v, a in tqdm(todo, desc="round-policy runs", unit="run"):
+            row = run_one(w, v, a, args.seed, args.time_limit, args.policy)
+            wr.writerow({k: (f"{x:.4g}" if isinstance(x, float) else x) for k, x in row.items()})
+            fh.flush()
+            tqdm.write(f"{w} {v} {a}: avg JCT {row['avg_jct_h']:.2f} h, deadlines met {row['deadline_sat']:.2f}, "
+                       f"min share {row['min_share']:.2f} ({row['wall_s']:.0f} s, load {row['loadavg']:.1f})")
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    with open(args.csv) as fh:
+        rows = list(csv.DictReader(fh))
+    rows.sort(key=lambda r: (r["workload"], r.get("policy", POLICY), VARIANTS.index(r["variant"]), ALLOCATORS.index(r["allocator"])))
+
+    def f(x: str, fmt: str) -> str:
+        return "–" if x == "" else format(float(x), fmt)
+
+    print("| policy | variant | allocator | avg JCT (h) | best-effort avg JCT (h) | p99 JCT (h) | makespan (h) | SLO jobs admitted / rejected / demoted "
+          "| deadlines met (all SLO) | deadlines met (admitted) | min share vs quota | time below quota | Jain (tenants) | GPU util | preemptions |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        adm = "–" if r["slo_admitted"] == "" else f"{r['slo_admitted']} / {r['slo_rejected']} / {r['slo_demoted']} of {r['slo_jobs']}"
+        print(f"| {r.get('policy', POLICY)} | {r['variant']} | {r['allocator']} | {f(r['avg_jct_h'], '.2f')} | {f(r['be_avg_jct_h'], '.2f')} | {f(r['p99_jct_h'], '.1f')} | "
+              f"{f(r['makespan_h'], '.1f')} | {adm} | {f(r['deadline_sat'], '.0%')} | {f(r['admitted_sat'], '.0%')} | "
+              f"{f(r['min_share'], '.2f')} | {f(r['below_quota'], '.0%')} | {f(r['jain_tenants'], '.3f')} | {f(r['gpu_util'], '.0%')} | "
+              f"{r['preemptions']} |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", default="benchmarks/results/round_policies.csv")
+    r.add_argument("--workloads", nargs="+", default=["philly"])
+    r.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--time-limit", type=float, default=1.0)
+    r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
+    r.set_defaults(fn=cmd_run)
+    t = sub.add_parser("table")
+    t.add_argument("csv")
+    t.set_defaults(fn=cmd_table)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
