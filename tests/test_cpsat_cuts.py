@@ -1,5 +1,5 @@
 """Valid inequalities of the CP-SAT round model: lifted node rows cut no feasible node load, and
-the model with them keeps the brute-force optimum."""
+the model with them (or with the split-job rows) keeps the brute-force optimum."""
 
 from __future__ import annotations
 
@@ -68,13 +68,30 @@ def test_lifted_rows_change_nothing_on_a_gpu_heavy_round():
     assert list(check_schedule(inst, b.schedule)) == []
 
 
+@pytest.mark.parametrize("opts", [{"lifted_rows": True}, {"split_cuts": True}], ids=["lifted", "split"])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_instances())
-def test_lifted_rows_keep_the_brute_force_optimum(inst):
+def test_cuts_keep_the_brute_force_optimum(opts, inst):
     assume(search_size(inst) <= 20000)
-    res = CpSatSolver().solve(inst, time_limit=2.0, seed=0, num_workers=1, lifted_rows=True)
+    res = CpSatSolver().solve(inst, time_limit=2.0, seed=0, num_workers=1, **opts)
     assert list(check_schedule(inst, res.schedule)) == []
     best, _ = brute_force(inst)
     assert res.objective <= best + 1e-6
     if res.status is Status.OPTIMAL:
         assert res.objective == pytest.approx(best, rel=1e-6, abs=1e-9)
+
+
+def test_split_cuts_keep_split_optima():
+    """Split jobs over 2 and 3 nodes, one of them running split with a restart cost: same optimum
+    with and without the split rows."""
+    flat = Profile((1, 2), (10,), ((1.0,), (1.2,)))
+    nodes = [Node(f"n{i}", "V100", 4, 8, 100) for i in range(4)]
+    jobs = [Job("a", 6, flat, (1, 10), spread_factor=0.9), Job("b", 8, flat, (1, 10), spread_factor=0.8),
+            Job("c", 4, flat, (1, 10), spread_factor=0.7, placement={"n2": 2, "n3": 2}, restart_s=100),
+            Job("d", 1, flat, (1, 10), weight=0.5)]
+    inst = Instance("split", tuple(nodes), tuple(jobs), Round(300.0, False))
+    a = CpSatSolver().solve(inst, time_limit=5.0, seed=0, num_workers=1, split_cuts=False)
+    b = CpSatSolver().solve(inst, time_limit=5.0, seed=0, num_workers=1, split_cuts=True)
+    assert a.status is Status.OPTIMAL and b.status is Status.OPTIMAL
+    assert b.objective == pytest.approx(a.objective, rel=1e-9)
+    assert list(check_schedule(inst, b.schedule)) == []

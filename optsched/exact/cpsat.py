@@ -44,8 +44,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "job_symmetry": True,  # order identical jobs by selection
     "type_cuts": False,  # aggregated capacity per GPU type (implied by the node rows)
     "greedy_hint": True,  # complete the search with the greedy schedule when no hint is given
-    "lns_share": None,  # share of the time for an lns warm start (None: 0 up to LNS_FROM_CELLS, else 0.7)
+    "lns_share": None,  # share of the time for an lns warm start (None: 0 up to LNS_FROM_CELLS cells, 0.7, 0.9 above LNS_MOSTLY_FROM_CELLS)
     "lifted_rows": True,  # lift node core/memory rows by the capacity GPU-heavy jobs strand (measured: faster proofs)
+    "split_cuts": False,  # linear rows tying a split job's node count, modes and penalty (LP strength)
     "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
     "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
 }
@@ -65,6 +66,10 @@ PORTFOLIOS: dict[str, dict[str, Any]] = {
 #: 32 x 120 and beyond, lns finds 10-20 % better schedules than CP-SAT in 10 s, and CP-SAT did
 #: not improve on a 4 s lns start in the next 6 s)
 LNS_FROM_CELLS = 1024
+#: ... and above this many cells 90 % of the time (measured at 64 x 256, 4 rounds, one run, load
+#: 7.5: CP-SAT got 0-0.6 deterministic seconds after a 70 % lns stage and never improved it; the
+#: 90 % share found better schedules on all 4, +4 % in sum)
+LNS_MOSTLY_FROM_CELLS = 8192
 
 #: seconds kept back from the time limit for reading the solution and building the Result, plus
 #: this much per job (measured: at 4,000 jobs reading back and checking take about 0.4 s)
@@ -140,6 +145,7 @@ class RoundModel:
     node_symmetry: bool = False
     job_symmetry: bool = False
     lifted_rows: bool = False
+    split_cuts: bool = False
     model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
     #: (j, t, p) -> pooled whole-mode boolean and its scaled objective coefficient
     z: dict[tuple[int, str, int], cp_model.IntVar] = field(default_factory=dict)
@@ -322,7 +328,15 @@ class RoundModel:
         for (j, n), lit in self.u.items():
             ys = self.y_jn[(j, n)]
             total = sum(var for _p, var in ys)
-            ub = sum(self.ub[(j, n, p)] for p, _var in ys)
+            # one point at most is in use, so the largest per-point bound caps the total (tighter
+            # in the LP than their sum); with split_cuts each point's bound is linked to u too
+            if self.split_cuts:
+                ub = max(self.ub[(j, n, p)] for p, _var in ys)
+                if len(ys) > 1:
+                    for p, var in ys:
+                        self.model.add(var <= self.ub[(j, n, p)] * lit)
+            else:
+                ub = sum(self.ub[(j, n, p)] for p, _var in ys)
             self.model.add(total <= ub * lit)
             self.model.add(total >= 1).only_enforce_if(lit)
 
@@ -343,6 +357,8 @@ class RoundModel:
                 self.model.add(sum(us) <= k - 1).only_enforce_if(self.ge[(j, k)].Not())
                 if k > 3:
                     self.model.add_implication(self.ge[(j, k)], self.ge[(j, k - 1)])
+            if self.split_cuts:
+                self.add_split_cuts(j, keys, us)
             can_stay = job.placement is not None and len(job.placement) >= 2 and (job.restart_s > 0 or inst.round.max_moves is not None)
             always_moved = job.placement is not None and not can_stay
             if can_stay:
@@ -375,6 +391,35 @@ class RoundModel:
                     lits = list(cond) + ([self.ge[(j, k)]] if k >= 3 else [])
                     if lits:
                         ct.only_enforce_if(lits)
+
+    def add_split_cuts(self, j: int, keys: list[tuple[int, str, int]], us: list[cp_model.IntVar]) -> None:
+        """Valid linear rows tying a split job's node count to its modes and penalty (option
+        ``split_cuts``), for the LP relaxation; each holds for every schedule the model allows.
+
+        * at least ``ceil(g / U)`` nodes at a mode whose nodes hold at most ``U`` GPUs each:
+          ``sum_n u[j,n] >= sum_{t,p} ceil(g / U_tp) sp[j,t,p]``;
+        * ``ge`` counts the nodes beyond two: ``sum_n u[j,n] <= 2 sum sp + sum_{k>=3} ge[j,k]``;
+        * each node beyond the second costs at least the smallest step of the value curve:
+          ``pen_j >= sum_{k>=3} delta_k ge[j,k]``, ``delta_k = min_modes V(k-1) - V(k)`` (unmoved).
+        """
+        inst = self.instance
+        d = self.data[j]
+        g = d.job.gpus
+        sps = [self.sp[key] for key in keys]
+        need = []
+        for (_j, t, p) in keys:
+            caps = [self.ub[(j, n, p)] for n, _var in self.y_jp.get((j, p), []) if inst.nodes[n].gpu_type == t]
+            need.append(max(2, -(-g // max(caps))) if caps else 2)
+        self.model.add(sum(us) >= cp_model.LinearExpr.weighted_sum(sps, need))
+        ges = [self.ge[(j, k)] for k in range(3, self.k_max[j] + 1)]
+        self.model.add(sum(us) <= 2 * sum(sps) + sum(ges))
+        if ges:
+            deltas = []
+            for k in range(3, self.k_max[j] + 1):
+                deltas.append(min(self.scale.to_int(d.value(inst, t, p, k - 1, False))
+                                  - self.scale.to_int(d.value(inst, t, p, k, False)) for (_j, t, p) in keys))
+            if any(x > 0 for x in deltas):
+                self.model.add(self.pen[j] >= cp_model.LinearExpr.weighted_sum(ges, [max(0, x) for x in deltas]))
 
     def add_node_capacity(self) -> None:
         """Per node: GPUs, cores and memory used by whole and split jobs within capacity."""
@@ -604,7 +649,7 @@ def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts
     """Build every constraint family (raises :class:`OutOfTime` past ``deadline``); with
     ``forced`` (job indices; ``[]`` for none) also the round's policy families
     (:mod:`optsched.exact.policies`)."""
-    m = RoundModel(instance, data, scale, deadline, lifted_rows=opts["lifted_rows"])
+    m = RoundModel(instance, data, scale, deadline, lifted_rows=opts["lifted_rows"], split_cuts=opts["split_cuts"])
     m.add_whole_variables()
     m.add_split_variables()
     m.add_pool_link()
@@ -663,7 +708,8 @@ class CpSatSolver:
             candidates.append(greedy_schedule(instance, data))
         share = opts["lns_share"]
         if share is None:
-            share = 0.7 if len(instance.jobs) * len(instance.nodes) > LNS_FROM_CELLS else 0.0
+            cells = len(instance.jobs) * len(instance.nodes)
+            share = 0.9 if cells > LNS_MOSTLY_FROM_CELLS else 0.7 if cells > LNS_FROM_CELLS else 0.0
         lp_bound = None
         if share > 0:
             from optsched.heuristics.lns import LargeNeighbourhoodSearch
