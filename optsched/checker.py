@@ -38,14 +38,17 @@ class CheckReport(list):
     """The list of violations (empty when feasible), with the recomputed ``objective``.
 
     The objective counts every job whose own assignment is readable, so it is meaningful
-    only when the list is empty. ``deadline_misses`` lists the urgent deadline jobs left out
-    (contract version 2: a report, not a violation).
+    only when the list is empty. ``deadline_misses`` lists the urgent deadline jobs left out and,
+    in a ``round.fairness = "drf"`` round, ``dominant_shares`` maps each tenant (``""`` for jobs
+    without one) to its dominant share (contract version 2: reports, not violations).
     """
 
-    def __init__(self, violations: list[Violation], objective: float, deadline_misses: list[str] | None = None) -> None:
+    def __init__(self, violations: list[Violation], objective: float, deadline_misses: list[str] | None = None,
+                 dominant_shares: dict[str, float] | None = None) -> None:
         super().__init__(violations)
         self.objective = objective
         self.deadline_misses = list(deadline_misses or [])
+        self.dominant_shares = dominant_shares
 
     @property
     def feasible(self) -> bool:
@@ -55,6 +58,8 @@ class CheckReport(list):
         d = {"feasible": self.feasible, "objective": self.objective, "violations": [v.to_dict() for v in self]}
         if self.deadline_misses:
             d["deadline_misses"] = list(self.deadline_misses)
+        if self.dominant_shares is not None:
+            d["dominant_shares"] = dict(self.dominant_shares)
         return d
 
 
@@ -142,7 +147,23 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
             if used[nid] > cap:
                 out.append(Violation(4, f"node {nid}: {used[nid]} {what} used, {cap} available", node=nid))
     out += _quota_rule(instance, readable) + _moves_rule(instance, readable)
-    return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable))
+    return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable), _dominant_shares(instance, readable))
+
+
+def _dominant_shares(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> dict[str, float] | None:
+    """round.fairness = "drf": per tenant, max over GPUs, cores and GB (clusters totals > 0) of the
+    fixed demand (gpus x per-GPU demand) of its scheduled jobs over the cluster total."""
+    if instance.round.fairness != "drf":
+        return None
+    totals = [sum(n.gpus for n in instance.nodes), sum(n.cpus for n in instance.nodes), sum(n.mem_gb for n in instance.nodes)]
+    held: dict[str, list[int]] = {}
+    for job in instance.jobs:
+        row = held.setdefault(job.tenant or "", [0, 0, 0])
+        if job.id in scheduled:
+            row[0] += job.gpus
+            row[1] += job.gpus * job.demand[0]
+            row[2] += job.gpus * job.demand[1]
+    return {t: max([u / c for u, c in zip(row, totals, strict=True) if c > 0] or [0.0]) for t, row in held.items()}
 
 
 def _quota_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[Violation]:

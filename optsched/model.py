@@ -16,13 +16,15 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "Instance", "Job", "Node", "Profile", "Round"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "Instance", "Job", "Node", "Profile", "Round"]
 
 CONTRACT_VERSION = 1
 #: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
-#: ``deadline_s``, ``remaining_s``; round ``tenants``, ``max_moves``: formulations/policies.md)
+#: ``deadline_s``, ``remaining_s``; round ``tenants``, ``max_moves``, ``fairness``: formulations/policies.md)
 #: and is written exactly when one of them is present
 CONTRACT_VERSIONS = (1, 2)
+#: the values of the version-2 field ``round.fairness`` (dominant resource fairness across tenants)
+FAIRNESS = ("drf",)
 
 
 # --- small readers shared by every from_dict: one place that decides what a valid field is ----
@@ -359,14 +361,16 @@ def _missing_demand(demand: Mapping[str, Any]) -> tuple[int, int]:
 class Round:
     """Round settings: its length (restart costs are a share of it) and Synergy-style fairness.
 
-    Version 2 adds ``tenants`` (tenant name -> guaranteed GPU quota) and ``max_moves`` (at most
-    this many running jobs change placement this round); see formulations/policies.md.
+    Version 2 adds ``tenants`` (tenant name -> guaranteed GPU quota), ``max_moves`` (at most
+    this many running jobs change placement this round) and ``fairness`` (``"drf"``: maximise the
+    smallest dominant share across tenants first, then worth); see formulations/policies.md.
     """
 
     duration_s: float = 300.0
     fair: bool = False
     tenants: Mapping[str, int] | None = None
     max_moves: int | None = None
+    fairness: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "duration_s", _check_float("duration_s", self.duration_s, positive=True))
@@ -381,11 +385,13 @@ class Round:
             object.__setattr__(self, "tenants", _frozen_map(clean))
         if self.max_moves is not None:
             _check_int("max_moves", self.max_moves)
+        if self.fairness is not None and (not isinstance(self.fairness, str) or self.fairness not in FAIRNESS):
+            raise InputError("fairness", self.fairness, f"unknown fairness policy; known: {list(FAIRNESS)}")
 
     @property
     def uses_v2(self) -> bool:
         """Whether a version-2 field is set."""
-        return self.tenants is not None or self.max_moves is not None
+        return self.tenants is not None or self.max_moves is not None or self.fairness is not None
 
     @classmethod
     def from_dict(cls, d: Any) -> Round:
@@ -400,7 +406,7 @@ class Round:
                     raise InputError(f"tenants.{name}", unknown, "unknown field(s); a tenant has quota_gpus")
                 tenants[name] = _get(spec, "quota_gpus") if "quota_gpus" in spec else _missing(f"tenants.{name}.quota_gpus")
         return cls(duration_s=_get(d, "duration_s", 300.0), fair=_get(d, "fair", False), tenants=tenants,
-                   max_moves=_get(d, "max_moves", None))
+                   max_moves=_get(d, "max_moves", None), fairness=_get(d, "fairness", None))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"duration_s": self.duration_s, "fair": self.fair}
@@ -408,6 +414,8 @@ class Round:
             d["tenants"] = {name: {"quota_gpus": q} for name, q in self.tenants.items()}
         if self.max_moves is not None:
             d["max_moves"] = self.max_moves
+        if self.fairness is not None:
+            d["fairness"] = self.fairness
         return d
 
 
@@ -517,7 +525,7 @@ class Instance:
                 raise e.within(f"jobs[{i}]") from None
         inst = cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
         if inst.version != version:
-            why = "uses version-2 fields (tenant, deadline_s, remaining_s, round.tenants, round.max_moves)" if inst.version == 2 \
+            why = "uses version-2 fields (tenant, deadline_s, remaining_s, round.tenants, round.max_moves, round.fairness)" if inst.version == 2 \
                 else "declares version 2 but uses no version-2 field; write version 1"
             raise InputError("version", version, why)
         return inst

@@ -90,7 +90,7 @@ def methods(family: str | None = None) -> list[MethodInfo]:
 _ALL_POLICIES = ("quotas", "max_moves", "deadlines")
 register_method(
     "cpsat", "exact", "Integrated formulation solved by OR-Tools CP-SAT (proven bounds)",
-    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=_ALL_POLICIES,
+    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=(*_ALL_POLICIES, "drf"),
 )
 register_method(
     "fixed-demand", "heuristic", "Two-stage baseline: weight order, fixed per-GPU demand, best fit",

@@ -15,11 +15,17 @@ caller's hint). The independent checker re-derives the same rules without this m
 * **deadlines** (job ``deadline_s``, ``remaining_s``): a job is *urgent* when it can still meet
   its deadline at its best rate but not if it waits a round. Urgent jobs are forced in when the
   round can hold them (exact solvers prove it) and reported otherwise (``deadline_misses``).
+* **drf** (``round.fairness = "drf"``): dominant resource fairness across tenants. A tenant's
+  dominant share is the largest, over GPUs, cores and memory, of what its scheduled jobs use *at
+  their fixed demand* over the cluster's capacity (:func:`dominant_shares`); the round maximises
+  the smallest dominant share of the tenants that can run anything (:func:`drf_level`, in units
+  of ``1 / drf_scale``), then worth. A lexicographic objective, not a feasibility rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from optsched.model import Instance, Job
@@ -29,10 +35,18 @@ from optsched.values import assignment_value, is_move
 if TYPE_CHECKING:
     from optsched.heuristics.common import Cluster
 
-__all__ = ["FAMILIES", "best_speedup", "deadline_misses", "policy_families", "policy_feasible", "repair", "urgent", "urgent_jobs"]
+__all__ = ["DRF_NO_TENANT", "FAMILIES", "best_speedup", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
+           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "policy_families", "policy_feasible", "repair", "urgent", "urgent_jobs"]
 
 #: the families, in the order the docs list them
-FAMILIES = ("quotas", "max_moves", "deadlines")
+FAMILIES = ("quotas", "max_moves", "deadlines", "drf")
+
+#: the DRF tenant of jobs without a ``tenant`` (not a valid tenant name, so it cannot clash)
+DRF_NO_TENANT = ""
+#: DRF levels are exact multiples of ``1 / lcm(capacities)`` while that lcm is at most this ...
+DRF_EXACT_MAX = 10**9
+#: ... else shares are rounded down to multiples of ``1 / DRF_SCALE``
+DRF_SCALE = 10**6
 
 
 def policy_families(instance: Instance) -> frozenset[str]:
@@ -44,7 +58,84 @@ def policy_families(instance: Instance) -> frozenset[str]:
         out.add("max_moves")
     if any(j.deadline_s is not None for j in instance.jobs):
         out.add("deadlines")
+    if instance.round.fairness == "drf":
+        out.add("drf")
     return frozenset(out)
+
+
+# --- DRF ---------------------------------------------------------------------------------------
+
+
+def drf_usage(job: Job) -> tuple[int, int, int]:
+    """What a job counts for DRF: GPUs, cores and GB at its fixed demand (``gpus x`` per-GPU demand)."""
+    return job.gpus, job.gpus * job.demand[0], job.gpus * job.demand[1]
+
+
+def drf_capacity(instance: Instance) -> tuple[int, int, int]:
+    """The cluster's GPUs, cores and GB (a resource of capacity 0 is left out of every share)."""
+    return (sum(n.gpus for n in instance.nodes), sum(n.cpus for n in instance.nodes), sum(n.mem_gb for n in instance.nodes))
+
+
+def drf_scale(instance: Instance) -> int:
+    """``S``: DRF levels are ``floor(S x share)``; ``S = lcm`` of the non-zero capacities (so levels
+    are exact) when that is at most ``DRF_EXACT_MAX``, else ``DRF_SCALE``."""
+    caps = [c for c in drf_capacity(instance) if c > 0]
+    s = math.lcm(*caps) if caps else 1
+    return s if s <= DRF_EXACT_MAX else DRF_SCALE
+
+
+def drf_runnable(instance: Instance, job: Job) -> bool:
+    """Whether the job fits the empty cluster at some allowed (fair-eligible) grid point, on one
+    GPU type over any nodes of it."""
+    base = job.demand_throughput
+    points = [(c, m) for c, m, tp in job.profile.points() if not instance.round.fair or tp >= base]
+    for t in instance.gpu_types:
+        if job.speed(t) is None:
+            continue
+        nodes = [n for n in instance.nodes if n.gpu_type == t]
+        for c, m in points:
+            room = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus) for n in nodes)
+            if room >= job.gpus:
+                return True
+    return False
+
+
+def drf_tenants(instance: Instance) -> dict[str, list[int]]:
+    """Tenant -> indices of its jobs, for the tenants with a runnable job (the others can get
+    nothing, so they would pin the minimum at 0); jobs without a tenant form ``DRF_NO_TENANT``."""
+    out: dict[str, list[int]] = {}
+    for i, job in enumerate(instance.jobs):
+        out.setdefault(job.tenant if job.tenant is not None else DRF_NO_TENANT, []).append(i)
+    return {t: js for t, js in out.items() if any(drf_runnable(instance, instance.jobs[j]) for j in js)}
+
+
+def dominant_shares(instance: Instance, job_ids: Iterable[str]) -> dict[str, float]:
+    """Per tenant with a job in the round, its dominant share under the scheduled ``job_ids``."""
+    caps = drf_capacity(instance)
+    scheduled = set(job_ids)
+    used: dict[str, list[int]] = {}
+    for job in instance.jobs:
+        row = used.setdefault(job.tenant if job.tenant is not None else DRF_NO_TENANT, [0, 0, 0])
+        if job.id in scheduled:
+            for r, a in enumerate(drf_usage(job)):
+                row[r] += a
+    return {t: max((u / c for u, c in zip(row, caps, strict=True) if c > 0), default=0.0) for t, row in used.items()}
+
+
+def drf_level(instance: Instance, job_ids: Iterable[str]) -> int:
+    """``min over drf_tenants of max over resources of floor(S x used / capacity)``: the scaled
+    smallest dominant share, exactly what the CP-SAT model's ``drf_min`` measures (0 without tenants)."""
+    caps, s = drf_capacity(instance), drf_scale(instance)
+    scheduled = set(job_ids)
+    levels = []
+    for js in drf_tenants(instance).values():
+        row = [0, 0, 0]
+        for j in js:
+            if instance.jobs[j].id in scheduled:
+                for r, a in enumerate(drf_usage(instance.jobs[j])):
+                    row[r] += a
+        levels.append(max((s * u // c for u, c in zip(row, caps, strict=True) if c > 0), default=0))
+    return min(levels, default=0)
 
 
 def best_speedup(instance: Instance, job: Job) -> float:

@@ -62,7 +62,7 @@ def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
     n_nodes, n_jobs = instance.size
     cells = n_nodes * n_jobs
     learned = time_limit >= AUTO_LEARNED_MIN_S and not policy_families(instance) and learned_available()
-    if cells <= AUTO_EXACT_CELLS:
+    if cells <= AUTO_EXACT_CELLS or "drf" in policy_families(instance):  # only cpsat honours drf
         return AUTO_WARM if learned and cells > AUTO_HINT_CELLS else family_default("exact")
     return AUTO_LARGE if learned else family_default("heuristic")
 

@@ -25,11 +25,12 @@ from ortools.sat.python import cp_model
 
 from optsched.errors import InputError
 from optsched.exact.hint import greedy_schedule
+from optsched.exact.policies import solve_lexicographic
 from optsched.exact.prep import JobData, dominating_point, job_classes, job_data, node_classes
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
-from optsched.round_policies import deadline_misses, policy_families, repair, urgent_jobs
+from optsched.round_policies import deadline_misses, drf_level, drf_scale, policy_families, repair, urgent_jobs
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -169,6 +170,8 @@ class RoundModel:
     #: per node: GPUs used and cores used (linear expressions), for symmetry breaking
     usage_g: dict[int, Any] = field(default_factory=dict)
     usage_c: dict[int, Any] = field(default_factory=dict)
+    #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf)
+    drf_min: cp_model.IntVar | None = None
 
     def _tick(self) -> None:
         if time.perf_counter() > self.deadline:
@@ -726,8 +729,10 @@ class CpSatSolver:
             candidates = [repair(instance, s) for s in candidates]
             forced = [instance.job_idx(j) for j in urgent_jobs(instance)]
 
-        def key(s: Schedule, v: float) -> tuple[int, float]:
-            return (-len(deadline_misses(instance, s)) if forced else 0, v)
+        drf = "drf" in policies
+
+        def key(s: Schedule, v: float) -> tuple[int, int, float]:
+            return (-len(deadline_misses(instance, s)) if forced else 0, drf_level(instance, s.jobs) if drf else 0, v)
 
         values = [schedule_value(instance, s) for s in candidates]
         best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
@@ -771,7 +776,7 @@ class CpSatSolver:
                 getattr(prm, name).extend(value)
             else:
                 setattr(prm, name, value)
-        code = solver.solve(model.model)
+        code = solve_lexicographic(solver, model, stats)
         if code == cp_model.INFEASIBLE and forced:
             # the round cannot hold every urgent job: solve without forcing them, report the misses
             stats["forcing_infeasible"] = sorted(instance.jobs[j].id for j in forced)
@@ -784,7 +789,7 @@ class CpSatSolver:
                               time.perf_counter() - start, {**stats, "deadline_misses": deadline_misses(instance, incumbent)})
             model.add_hint(incumbent)
             prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - (_LP_BOUND_S if lp_bound is None else 0.0))
-            code = solver.solve(model.model)
+            code = solve_lexicographic(solver, model, stats)
         stats.update(cpsat_status=solver.status_name(code), wall_s=solver.wall_time, deterministic_s=solver.deterministic_time,
                      branches=solver.num_branches, conflicts=solver.num_conflicts)
         if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
@@ -813,4 +818,7 @@ class CpSatSolver:
             bound = max(bound, objective)
         if forced is not None:
             stats["deadline_misses"] = deadline_misses(instance, schedule)
+        if drf:  # the smallest dominant share is proven maximal only when stage 1 proved it
+            stats["drf_min_share"] = drf_level(instance, schedule.jobs) / drf_scale(instance)
+            status = Status.TIME_LIMIT if status is Status.OPTIMAL and not stats.get("drf_level_proven", True) else status
         return Result(schedule, status, objective, bound, self.name, "exact", time.perf_counter() - start, stats)

@@ -1,21 +1,29 @@
 """The policy families of contract version 2 as CP-SAT constraints on :class:`~optsched.exact.cpsat.RoundModel`.
 
 One function per family, mirrored by ``formulations/policies.md``: :func:`add_quota_reclaim`,
-:func:`add_move_budget`, :func:`add_forced_jobs`. :func:`add_policy_constraints` adds those the
-round uses. Every family is linear in the model's mode booleans; ``sel[j]`` (job j runs) is the
+:func:`add_move_budget`, :func:`add_forced_jobs`, :func:`add_drf`. :func:`add_policy_constraints`
+adds those the round uses; :func:`solve_lexicographic` solves a DRF round in two stages (the
+smallest dominant share first, then worth with that share kept). Every family is linear in the model's mode booleans; ``sel[j]`` (job j runs) is the
 sum of its mode literals (at most one is true).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
+
+from optsched.round_policies import drf_capacity, drf_scale, drf_tenants, drf_usage
 
 if TYPE_CHECKING:
     from optsched.exact.cpsat import RoundModel
 
-__all__ = ["add_forced_jobs", "add_move_budget", "add_policy_constraints", "add_quota_reclaim", "selection"]
+__all__ = ["DRF_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_move_budget", "add_policy_constraints", "add_quota_reclaim",
+           "selection", "solve_lexicographic"]
+
+#: share of CP-SAT's time limit for the first DRF stage (maximise the smallest dominant share)
+DRF_STAGE_SHARE = 0.5
 
 
 def selection(m: RoundModel) -> dict[int, cp_model.LinearExprT]:
@@ -88,8 +96,75 @@ def add_forced_jobs(m: RoundModel, sel: dict[int, cp_model.LinearExprT], forced:
             m.model.add(sel[j] == 1)
 
 
+def add_drf(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> cp_model.IntVar | None:
+    """DRF: per tenant t (with a runnable job) and resource r of capacity ``cap_r > 0``, the fixed
+    demand it holds ``U[t,r] = sum_j a[j,r] sel_j``, its scaled share ``x[t,r]`` with
+    ``cap_r x[t,r] <= S U[t,r]`` (``x = (S / cap_r) U`` exactly when ``cap_r`` divides ``S``),
+    ``D_t = max_r x[t,r]`` and ``drf_min <= D_t``. Returns ``drf_min`` (``None`` without tenants)."""
+    inst, model = m.instance, m.model
+    tenants = drf_tenants(inst)
+    if not tenants:
+        return None
+    caps, s = drf_capacity(inst), drf_scale(inst)
+    dmax = []
+    shares = []
+    for t, js in tenants.items():
+        xs: list[cp_model.LinearExprT] = []
+        top = 0
+        for r, cap in enumerate(caps):
+            if cap <= 0:
+                continue
+            terms = [(drf_usage(m.data[j].job)[r], sel[j]) for j in js if not isinstance(sel[j], int)]
+            used = sum(a * v for a, v in terms if a)
+            ub = s * sum(a for a, _v in terms) // cap
+            top = max(top, ub)
+            if s % cap == 0:
+                xs.append(used * (s // cap) if ub else 0)
+            else:
+                x = model.new_int_var(0, ub, f"drf_x[{t},{r}]")
+                model.add(cap * x <= s * used)
+                xs.append(x)
+        d = model.new_int_var(0, top, f"drf_D[{t}]")
+        model.add_max_equality(d, xs or [0])
+        shares.append(d)
+        dmax.append(top)
+    zmin = model.new_int_var(0, min(dmax), "drf_min")
+    for d in shares:
+        model.add(zmin <= d)
+    return zmin
+
+
+def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any]) -> Any:
+    """Solve ``m``; with a DRF level (``m.drf_min``) in two stages within the solver's time limit:
+    maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time), then fix ``drf_min >=`` the level found
+    and maximise worth, hinted with the stage-1 schedule. Returns stage 2's CP-SAT status (stage
+    1's when it finds no schedule) and records ``drf_level`` and ``drf_level_proven`` in ``stats``.
+
+    The stage-2 bound stays a bound for the lexicographic optimum even when stage 1 stops early:
+    that optimum's level is at least the one fixed, so it is feasible in stage 2."""
+    zmin = m.drf_min
+    if zmin is None:
+        return solver.solve(m.model)
+    prm = solver.parameters
+    total, start = prm.max_time_in_seconds, time.perf_counter()
+    prm.max_time_in_seconds = max(0.01, DRF_STAGE_SHARE * total)
+    m.model.maximize(zmin)
+    code = solver.solve(m.model)
+    stats.update(drf_stage1_status=solver.status_name(code), drf_stage1_wall_s=solver.wall_time)
+    m.set_objective()
+    prm.max_time_in_seconds = max(0.01, total - (time.perf_counter() - start))
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        stats["drf_level_proven"] = False
+        return code if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID) else solver.solve(m.model)
+    level = int(solver.value(zmin))
+    stats.update(drf_level=level, drf_level_proven=code == cp_model.OPTIMAL)
+    m.model.add(zmin >= level)
+    m.add_hint(m.read_schedule(solver))
+    return solver.solve(m.model)
+
+
 def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
-    """The families the round uses (quotas, max_moves) and the forced urgent jobs."""
+    """The families the round uses (quotas, max_moves, DRF) and the forced urgent jobs."""
     sel = selection(m)
     if m.instance.round.tenants is not None:
         add_quota_reclaim(m, sel)
@@ -97,3 +172,5 @@ def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
         add_move_budget(m, sel)
     if forced:
         add_forced_jobs(m, sel, forced)
+    if m.instance.round.fairness == "drf":
+        m.drf_min = add_drf(m, sel)
