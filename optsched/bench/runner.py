@@ -89,9 +89,13 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     row.update(instance=Path(task.instance).name, solver=task.solver, seed=task.seed, time_limit=_fmt(task.time_limit))
     try:
         inst = load_instance(task.instance)
-        row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method=get_method(task.solver).family)
+        # "auto" is solve_round's own choice (recorded in the row's method column as auto:SOLVER)
+        how = {"method": "auto"} if task.solver == "auto" else {"solver": task.solver}
+        row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method="auto" if task.solver == "auto" else get_method(task.solver).family)
         start = time.perf_counter()
-        res = solve_round(inst, solver=task.solver, time_limit=task.time_limit, seed=task.seed, **dict(task.options))
+        res = solve_round(inst, **how, time_limit=task.time_limit, seed=task.seed, **dict(task.options))
+        if task.solver == "auto":
+            row["method"] = f"auto:{res.solver}"
         wall = time.perf_counter() - start
         report = check_schedule(inst, res.schedule)
         ref = task.best_known if task.best_known is not None else res.bound

@@ -10,7 +10,7 @@ from optsched.errors import InputError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("instances", nargs="+", help="instance files or directories (searched recursively)")
-    p.add_argument("--solvers", default="cpsat,fungible-greedy", help="comma-separated solver names (see `optsched methods`)")
+    p.add_argument("--solvers", default="cpsat,fungible-greedy", help="comma-separated solver names (see `optsched methods`), or auto (solve_round's own choice)")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds per run (default 10)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     p.add_argument("--workers", type=int, default=1, help="runs in parallel (default 1: each run gets the whole machine)")
@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
     for s in solvers:
-        get_method(s)
+        if s != "auto":  # auto: solve_round's own choice by size and time
+            get_method(s)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
