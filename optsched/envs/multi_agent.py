@@ -12,7 +12,6 @@ slot>, "action_mask": ...}``; an agent that is not selected sees an all-zero mas
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,16 +19,15 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 
 from optsched.envs.builder import EnvSizes, RoundBuilder, allowed
-from optsched.envs.export import save_episode, schedule_json
+from optsched.envs.export import DecisionAccess
 from optsched.envs.round_env import InstanceSource, RoundEnv
 from optsched.envs.spaces import action_space, observation_space
 from optsched.errors import InputError
-from optsched.schedule import Schedule
 
 __all__ = ["RoundAECEnv"]
 
 
-class RoundAECEnv(AECEnv):
+class RoundAECEnv(DecisionAccess, AECEnv):
     """One round per episode, one agent per job (see the module docstring and ``docs/envs.md``)."""
 
     metadata = {"name": "optsched_round_v0", "render_modes": ["ansi"], "is_parallelizable": False}
@@ -121,22 +119,6 @@ class RoundAECEnv(AECEnv):
             self._deads_step_first()
 
     # --- the decision --------------------------------------------------------------------------
-
-    def schedule(self) -> Schedule:
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return self.builder.schedule()
-
-    def schedule_json(self, solver: str = "rl-policy") -> dict[str, Any]:
-        """The joint decision as the contract's schedule JSON (what ``optsched validate`` reads)."""
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return schedule_json(self.builder, solver=solver)
-
-    def save_episode(self, directory: str | Path, stem: str | None = None, solver: str = "rl-policy") -> tuple[Path, Path]:
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return save_episode(self.builder, directory, stem, solver=solver)
 
     def render(self) -> str | None:
         if self.render_mode == "ansi" and self.builder is not None:

@@ -13,18 +13,16 @@ Gymnasium's own masked environments; ``invalid_action="raise"`` makes it an erro
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from optsched.envs.builder import EnvSizes, RoundBuilder, allowed
-from optsched.envs.export import save_episode, schedule_json
+from optsched.envs.export import DecisionAccess
 from optsched.envs.spaces import action_space, observation_space
 from optsched.errors import InputError
 from optsched.model import Instance
-from optsched.schedule import Schedule
 
 __all__ = ["RoundEnv", "random_round"]
 
@@ -48,7 +46,7 @@ def random_round(rng: np.random.Generator, sizes: EnvSizes) -> Instance:
                     restrict_fraction=0.2, gpus_per_node=4, cpus_per_node=32, mem_per_node_gb=256)
 
 
-class RoundEnv(gym.Env):
+class RoundEnv(DecisionAccess, gym.Env):
     """One round per episode, decided job by job (see the module docstring and ``docs/envs.md``).
 
     ``instances``: a fixed round, a list of rounds (one is drawn per episode), a function of a
@@ -123,31 +121,6 @@ class RoundEnv(gym.Env):
         if self.builder is None:
             raise RuntimeError("call reset() first")
         return self.builder.mask().astype(bool)
-
-    @property
-    def instance(self) -> Instance:
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return self.builder.instance
-
-    def schedule(self) -> Schedule:
-        """The decision so far (complete gangs only) as a contract :class:`Schedule`."""
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return self.builder.schedule()
-
-    def schedule_json(self, solver: str = "rl-policy") -> dict[str, Any]:
-        """The decision as the contract's schedule JSON (what ``optsched validate`` reads)."""
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return schedule_json(self.builder, solver=solver)
-
-    def save_episode(self, directory: str | Path, stem: str | None = None, solver: str = "rl-policy") -> tuple[Path, Path]:
-        """Write the round and the decision as ``<stem>.instance.json`` and ``<stem>.decision.json``
-        (check them with ``optsched validate INSTANCE DECISION``); returns both paths."""
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return save_episode(self.builder, directory, stem, solver=solver)
 
     def render(self) -> str | None:
         if self.render_mode == "ansi" and self.builder is not None:

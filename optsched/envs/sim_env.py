@@ -31,11 +31,10 @@ import numpy as np
 from gymnasium import spaces
 
 from optsched.envs.builder import EnvSizes, RoundBuilder, allowed
-from optsched.envs.export import schedule_json
+from optsched.envs.export import DecisionAccess
 from optsched.envs.spaces import OBS_HIGH, action_space, observation_space
 from optsched.errors import InputError
 from optsched.model import Instance, Node, Round
-from optsched.schedule import Schedule
 from optsched.sim.engine import SimConfig, SimResult, simulate_steps
 from optsched.sim.policies import get_policy
 from optsched.sim.workload import SimJob, Workload
@@ -43,7 +42,7 @@ from optsched.sim.workload import SimJob, Workload
 __all__ = ["SimEnv"]
 
 
-class SimEnv(gym.Env):
+class SimEnv(DecisionAccess, gym.Env):
     """A simulation per episode, each round decided job by job (see the module docstring)."""
 
     metadata = {"render_modes": ["ansi"]}
@@ -167,24 +166,6 @@ class SimEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         return self._info()["action_mask"].astype(bool)
-
-    @property
-    def instance(self) -> Instance:
-        """The round being decided (the last one once the episode has ended)."""
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return self.builder.instance
-
-    def schedule(self) -> Schedule:
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return self.builder.schedule()
-
-    def schedule_json(self, solver: str = "rl-policy") -> dict[str, Any]:
-        """The current round's decision so far as contract schedule JSON."""
-        if self.builder is None:
-            raise RuntimeError("call reset() first")
-        return schedule_json(self.builder, solver=solver)
 
     def render(self) -> str | None:
         if self.render_mode == "ansi" and self.builder is not None:
