@@ -131,3 +131,11 @@ def test_lp_bound_and_optimal_status_prove_an_instance(tmp_path):
     assert rescored[0]["time_to_1pct"] == "" and float(rescored[0]["primal_integral"]) > 0
     write_rows(out, rescored)
     assert read_rows(out)[0]["best_known"] == "4.0" and len(rows) == 1
+
+
+def test_markdown_summary_has_one_row_per_group():
+    rows = [{"nodes": "2", "jobs": "4", "solver": s, "status": "optimal", "feasible": "1", "time_s": "0.1", "gap": "0",
+             "gap_to_best": "0"} for s in ("a", "b")]
+    md = format_table(summarise(rows), markdown=True).splitlines()
+    assert md[0].startswith("| class | solver") and md[1].startswith("|---")
+    assert len(md) == 4 and md[2].startswith("| tiny | a | 1 |")

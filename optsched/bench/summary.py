@@ -64,13 +64,16 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def format_table(summary: list[dict[str, Any]]) -> str:
-    """A fixed-width text table (percentages for shares and gaps)."""
+def format_table(summary: list[dict[str, Any]], *, markdown: bool = False) -> str:
+    """A fixed-width text table (percentages for shares and gaps), or a Markdown one."""
     if not summary:
         return "(no rows)"
     cols = ["class", "solver", "runs", "errors", "infeasible", "optimal", "time_med", "time_max", "gap_med", "gap_max", "gap_to_best_med"]
     pct = {"optimal", "gap_med", "gap_max", "gap_to_best_med"}
     cells = [[(f"{100 * r[c]:.2f}%" if c in pct and r[c] is not None else _cell(r[c])) for c in cols] for r in summary]
+    if markdown:
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]

@@ -22,6 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lp-bound", action="store_true", help="with --update-index: also record each instance's LP-relaxation bound")
     p.add_argument("--plot", metavar="DIR", help="write performance-profile and bound-trajectory PNGs into DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         best = {n: v for n, e in index.items() if (v := _float(e.get("best_known"))) is not None}
         write_rows(args.out, rescore(read_rows(args.out), trajectories, best))
     rows = [r for r in read_rows(args.out) if r["instance"] in names and r["solver"] in solvers]
-    print(format_table(summarise(rows)))
+    print(format_table(summarise(rows), markdown=args.markdown))
     if args.plot:
         _plots(Path(args.plot), rows, trajectories)
         print(f"plots written to {args.plot}")
