@@ -106,3 +106,24 @@ def test_random_instances_are_feasible(seed, n, j, fair, running):
         inst = gen.generate(n, j, seed=seed)
     for cls in SOLVERS:
         _run(cls, inst)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_fungible_greedy_completes_a_partial_schedule(data):
+    """``fixed=``: the partial schedule's jobs keep their nodes, the rest is placed around them,
+    and the result is feasible and worth at least the partial schedule."""
+    from optsched.gen import generate
+    from optsched.schedule import Schedule
+
+    inst = generate(data.draw(st.integers(1, 6)), data.draw(st.integers(1, 20)), seed=data.draw(st.integers(0, 10_000)),
+                    running_fraction=data.draw(st.floats(0, 0.8)))
+    full = fixed_demand_schedule(inst)  # placed at demand: unlike what fungible-greedy picks itself
+    keep = data.draw(st.lists(st.sampled_from(sorted(full.jobs)), unique=True)) if full.jobs else []
+    partial = Schedule(inst.name, {j: full.jobs[j] for j in keep})
+    done = fungible_greedy_schedule(inst, fixed=partial)
+    assert check_schedule(inst, done).feasible
+    assert all(done.jobs[j].nodes == partial.jobs[j].nodes for j in keep)
+    assert all(done.jobs[j].cpus_per_gpu >= partial.jobs[j].cpus_per_gpu or done.jobs[j].mem_per_gpu_gb >= partial.jobs[j].mem_per_gpu_gb
+               for j in keep)
+    assert schedule_value(inst, done) >= schedule_value(inst, partial) - 1e-9

@@ -35,8 +35,12 @@ def _lean_point(job: Job, pts: list[tuple[int, int, float]], cpg: float, mpg: fl
     return best[0], best[1]
 
 
-def fungible_greedy_schedule(instance: Instance, *, seed: int = 0) -> Schedule:
-    """Fungible greedy schedule, deterministic (``seed`` is accepted for the common interface)."""
+def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedule | None = None) -> Schedule:
+    """Fungible greedy schedule, deterministic (``seed`` is accepted for the common interface).
+
+    ``fixed``: a feasible partial schedule to complete (e.g. a learned decode cut short by its
+    deadline): its jobs keep their nodes, the others are placed around them, and the leftover pass
+    may still raise any job's grid point."""
     cl = Cluster(instance)
     tg = max(1, sum(n.gpus for n in instance.nodes))
     cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
@@ -45,7 +49,13 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0) -> Schedule:
     # jobs sharing a profile (and, in a fair round, a demand) share their eligible and lean points
     cache: dict[tuple[int, tuple[int, int] | None], tuple[list[tuple[int, int, float]], tuple[int, int]]] = {}
     pts_of: dict[str, list[tuple[int, int, float]]] = {}
+    for jid, a in (fixed.jobs.items() if fixed is not None else ()):
+        cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
+        chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
+        pts_of[jid] = _eligible(instance, instance.job(jid))
     for job in job_order(instance):
+        if job.id in chosen:
+            continue
         key = (id(job.profile), job.demand if instance.round.fair else None)
         hit = cache.get(key)
         if hit is None:
