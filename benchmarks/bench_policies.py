@@ -70,27 +70,36 @@ def run_one(workload: str, policy: str, allocator: str, seed: int, time_limit: f
     return row
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def run_resumable(out: Path, fields: list[str], key: tuple[str, ...], grid: list[tuple[str, ...]], run, describe, desc: str) -> None:
+    """Run ``run(*cell)`` for every grid cell whose ``key`` columns are not in ``out`` yet and append
+    its row (flushed at once: an interrupted sweep resumes where it stopped); ``describe(cell, row)``
+    is the progress line printed after each run."""
     from tqdm import tqdm
 
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if out.exists():
         with out.open() as fh:
-            done = {(r["workload"], r["policy"], r["allocator"]) for r in csv.DictReader(fh)}
-    todo = [(w, p, a) for w in args.workloads for p in args.policies for a in args.allocators if (w, p, a) not in done]
+            done = {tuple(r[k] for k in key) for r in csv.DictReader(fh)}
+    todo = [cell for cell in grid if cell not in done]
     new = not out.exists()
     with out.open("a", newline="") as fh:
-        wr = csv.DictWriter(fh, FIELDS)
+        wr = csv.DictWriter(fh, fields)
         if new:
             wr.writeheader()
-        for w, p, a in tqdm(todo, desc="policy runs", unit="run"):
+        for cell in tqdm(todo, desc=desc, unit="run"):
             t0 = time.perf_counter()
-            row = run_one(w, p, a, args.seed, args.time_limit)
+            row = run(*cell)
             wr.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()})
             fh.flush()
-            tqdm.write(f"{w} {p} {a}: avg JCT {row['avg_jct_h']:.2f} h, max rho {row['max_rho']:.1f} ({time.perf_counter() - t0:.0f} s)")
+            tqdm.write(f"{' '.join(cell)}: {describe(row)} ({time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    grid = [(w, p, a) for w in args.workloads for p in args.policies for a in args.allocators]
+    run_resumable(Path(args.out), FIELDS, ("workload", "policy", "allocator"), grid,
+                  lambda w, p, a: run_one(w, p, a, args.seed, args.time_limit),
+                  lambda row: f"avg JCT {row['avg_jct_h']:.2f} h, max rho {row['max_rho']:.1f}", "policy runs")
     return 0
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, fairness, isolated_s  # noqa: E402
+from bench_policies import LOAD, fairness, isolated_s, run_resumable  # noqa: E402
 from bench_sim import WORKLOADS  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
@@ -157,26 +157,11 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if out.exists():
-        with out.open() as fh:
-            done = {(r["workload"], r["variant"], r["allocator"]) for r in csv.DictReader(fh)}
-    todo = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators if (w, v, a) not in done]
-    new = not out.exists()
-    with out.open("a", newline="") as fh:
-        wr = csv.DictWriter(fh, FIELDS)
-        if new:
-            wr.writeheader()
-        for w, v, a in tqdm(todo, desc="round-policy runs", unit="run"):
-            row = run_one(w, v, a, args.seed, args.time_limit, args.policy)
-            wr.writerow({k: (f"{x:.4g}" if isinstance(x, float) else x) for k, x in row.items()})
-            fh.flush()
-            tqdm.write(f"{w} {v} {a}: avg JCT {row['avg_jct_h']:.2f} h, deadlines met {row['deadline_sat']:.2f}, "
-                       f"min share {row['min_share']:.2f} ({row['wall_s']:.0f} s, load {row['loadavg']:.1f})")
+    grid = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators]
+    run_resumable(Path(args.out), FIELDS, ("workload", "variant", "allocator"), grid,
+                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy),
+                  lambda row: f"avg JCT {row['avg_jct_h']:.2f} h, deadlines met {row['deadline_sat']:.2f}, min share {row['min_share']:.2f}",
+                  "round-policy runs")
     return 0
 
 
