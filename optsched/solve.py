@@ -41,10 +41,10 @@ def learned_available() -> bool:
     """Whether the learned policy can run here: torch installed and the shipped weights present
     (checked without importing torch)."""
     import importlib.util
-    from pathlib import Path
 
-    weights = Path(__file__).resolve().parents[1] / "learned" / "maifs-small.pt"
-    return importlib.util.find_spec("torch") is not None and weights.is_file()
+    from optsched.learned.weights import DEFAULT_WEIGHTS
+
+    return importlib.util.find_spec("torch") is not None and DEFAULT_WEIGHTS.is_file()
 
 
 def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:

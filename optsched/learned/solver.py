@@ -22,6 +22,7 @@ from optsched.errors import InputError
 from optsched.learned.decode import decode, scores_of
 from optsched.learned.features import featurise
 from optsched.learned.policy import PolicyNet, collate
+from optsched.learned.weights import DEFAULT_WEIGHTS
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
@@ -35,7 +36,6 @@ DEFAULT_SAMPLES = 16
 SAMPLE_CELLS = 4096
 
 #: the shipped weights (repository ``learned/`` folder)
-DEFAULT_WEIGHTS = Path(__file__).resolve().parents[2] / "learned" / "maifs-small.pt"
 
 
 #: torch threads for one forward pass (measured on the shared 2-core machine at load ~10: torch's
