@@ -14,7 +14,7 @@ from optsched.schedule import Schedule
 __all__ = ["Result", "Status", "gap"]
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """How a solve ended. Every status carries a feasible schedule (possibly empty)."""
 
     OPTIMAL = "optimal"  #: proven optimal (bound == objective up to scaling tolerance)
