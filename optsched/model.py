@@ -16,15 +16,17 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "Instance", "Job", "Node", "Profile", "Round"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "Instance", "Job", "Node", "Profile", "Round"]
 
 CONTRACT_VERSION = 1
 #: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
-#: ``deadline_s``, ``remaining_s``; round ``tenants``, ``max_moves``, ``fairness``: formulations/policies.md)
+#: ``deadline_s``, ``remaining_s``; round ``tenants``, ``max_moves``, ``fairness``, ``packing``: formulations/policies.md)
 #: and is written exactly when one of them is present
 CONTRACT_VERSIONS = (1, 2)
 #: the values of the version-2 field ``round.fairness`` (dominant resource fairness across tenants)
 FAIRNESS = ("drf",)
+#: the values of the version-2 field ``round.packing`` (Gandiva-style consolidation: formulations/policies.md)
+PACKING = ("consolidate",)
 
 
 # --- small readers shared by every from_dict: one place that decides what a valid field is ----
@@ -362,8 +364,10 @@ class Round:
     """Round settings: its length (restart costs are a share of it) and Synergy-style fairness.
 
     Version 2 adds ``tenants`` (tenant name -> guaranteed GPU quota), ``max_moves`` (at most
-    this many running jobs change placement this round) and ``fairness`` (``"drf"``: maximise the
-    smallest dominant share across tenants first, then worth); see formulations/policies.md.
+    this many running jobs change placement this round), ``fairness`` (``"drf"``: maximise the
+    smallest dominant share across tenants first, then worth) and ``packing`` (``"consolidate"``:
+    among schedules within ``packing_tolerance`` of the best worth, keep the most GPUs on wholly
+    idle nodes); see formulations/policies.md.
     """
 
     duration_s: float = 300.0
@@ -371,6 +375,8 @@ class Round:
     tenants: Mapping[str, int] | None = None
     max_moves: int | None = None
     fairness: str | None = None
+    packing: str | None = None
+    packing_tolerance: float | None = None  #: share of worth packing may give up, in [0, 1) (None: 0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "duration_s", _check_float("duration_s", self.duration_s, positive=True))
@@ -387,11 +393,20 @@ class Round:
             _check_int("max_moves", self.max_moves)
         if self.fairness is not None and (not isinstance(self.fairness, str) or self.fairness not in FAIRNESS):
             raise InputError("fairness", self.fairness, f"unknown fairness policy; known: {list(FAIRNESS)}")
+        if self.packing is not None and (not isinstance(self.packing, str) or self.packing not in PACKING):
+            raise InputError("packing", self.packing, f"unknown packing policy; known: {list(PACKING)}")
+        if self.packing_tolerance is not None:
+            if self.packing is None:
+                raise InputError("packing_tolerance", self.packing_tolerance, "applies only with round.packing")
+            tol = _check_float("packing_tolerance", self.packing_tolerance, nonneg=True)
+            if tol >= 1.0:
+                raise InputError("packing_tolerance", self.packing_tolerance, "must be in [0, 1): the share of worth packing may give up")
+            object.__setattr__(self, "packing_tolerance", tol)
 
     @property
     def uses_v2(self) -> bool:
         """Whether a version-2 field is set."""
-        return self.tenants is not None or self.max_moves is not None or self.fairness is not None
+        return self.tenants is not None or self.max_moves is not None or self.fairness is not None or self.packing is not None
 
     @classmethod
     def from_dict(cls, d: Any) -> Round:
@@ -406,7 +421,8 @@ class Round:
                     raise InputError(f"tenants.{name}", unknown, "unknown field(s); a tenant has quota_gpus")
                 tenants[name] = _get(spec, "quota_gpus") if "quota_gpus" in spec else _missing(f"tenants.{name}.quota_gpus")
         return cls(duration_s=_get(d, "duration_s", 300.0), fair=_get(d, "fair", False), tenants=tenants,
-                   max_moves=_get(d, "max_moves", None), fairness=_get(d, "fairness", None))
+                   max_moves=_get(d, "max_moves", None), fairness=_get(d, "fairness", None),
+                   packing=_get(d, "packing", None), packing_tolerance=_get(d, "packing_tolerance", None))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"duration_s": self.duration_s, "fair": self.fair}
@@ -416,6 +432,10 @@ class Round:
             d["max_moves"] = self.max_moves
         if self.fairness is not None:
             d["fairness"] = self.fairness
+        if self.packing is not None:
+            d["packing"] = self.packing
+        if self.packing_tolerance is not None:
+            d["packing_tolerance"] = self.packing_tolerance
         return d
 
 
@@ -525,7 +545,7 @@ class Instance:
                 raise e.within(f"jobs[{i}]") from None
         inst = cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
         if inst.version != version:
-            why = "uses version-2 fields (tenant, deadline_s, remaining_s, round.tenants, round.max_moves, round.fairness)" if inst.version == 2 \
+            why = "uses version-2 fields (tenant, deadline_s, remaining_s, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
                 else "declares version 2 but uses no version-2 field; write version 1"
             raise InputError("version", version, why)
         return inst
