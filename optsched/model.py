@@ -16,11 +16,11 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "Instance", "Job", "Node", "Profile", "Round"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "Elastic", "Instance", "Job", "Node", "Profile", "Round"]
 
 CONTRACT_VERSION = 1
 #: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
-#: ``deadline_s``, ``remaining_s``; round ``tenants``, ``max_moves``, ``fairness``, ``packing``: formulations/policies.md)
+#: ``deadline_s``, ``remaining_s``, ``elastic``; round ``tenants``, ``max_moves``, ``fairness``, ``packing``: formulations/policies.md)
 #: and is written exactly when one of them is present
 CONTRACT_VERSIONS = (1, 2)
 #: the values of the version-2 field ``round.fairness`` (dominant resource fairness across tenants)
@@ -211,6 +211,59 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """A version-2 elastic gang (Optimus, Pollux, Sia): the GPU counts a job may run with this
+    round and its throughput at each, relative to its throughput at its nominal ``gpus``.
+
+    ``gpus`` is strictly increasing; ``scaling[k]`` belongs to ``gpus[k]``, is > 0 and never
+    decreases (a larger gang that is slower only wastes GPUs: leave that size out). The owning
+    :class:`Job` checks that its nominal ``gpus`` is listed with the factor 1.0.
+    """
+
+    gpus: tuple[int, ...]
+    scaling: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        sizes = tuple(_check_list("gpus", self.gpus))
+        if not sizes:
+            raise InputError("gpus", [], "must list at least one GPU count")
+        for i, k in enumerate(sizes):
+            _check_int(f"gpus[{i}]", k, lo=1)
+            if i and k <= sizes[i - 1]:
+                raise InputError(f"gpus[{i}]", k, f"GPU counts must be strictly increasing (after {sizes[i - 1]})")
+        factors = _check_list("scaling", self.scaling)
+        if len(factors) != len(sizes):
+            raise InputError("scaling", list(factors), f"must have one factor per GPU count ({len(sizes)})")
+        clean = []
+        for i, v in enumerate(factors):
+            x = _check_float(f"scaling[{i}]", v, positive=True)
+            if clean and x < clean[-1]:
+                raise InputError(f"scaling[{i}]", v, f"must not decrease (after {clean[-1]:g} at {sizes[i - 1]} GPUs): "
+                                                     "a larger gang that is slower is never worth its GPUs; leave that size out")
+            clean.append(x)
+        object.__setattr__(self, "gpus", sizes)
+        object.__setattr__(self, "scaling", tuple(clean))
+
+    def factor(self, gpus: int) -> float | None:
+        """Throughput at ``gpus`` GPUs relative to the nominal size; ``None`` when not allowed."""
+        try:
+            return self.scaling[self.gpus.index(gpus)]
+        except ValueError:
+            return None
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Elastic:
+        d = _check_mapping("", d)
+        unknown = sorted(set(d) - {"gpus", "scaling"})
+        if unknown:
+            raise InputError("", unknown, "unknown field(s); elastic has gpus and scaling")
+        return cls(gpus=_get(d, "gpus"), scaling=_get(d, "scaling"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpus": list(self.gpus), "scaling": list(self.scaling)}
+
+
+@dataclass(frozen=True)
 class Job:
     """A gang of ``gpus`` GPUs to schedule this round, with its sensitivity profile.
 
@@ -233,6 +286,8 @@ class Job:
     tenant: str | None = None
     deadline_s: float | None = None  #: seconds from the start of this round to the job's deadline
     remaining_s: float | None = None  #: run time left at the demand point on a speed-1.0 GPU, one node
+    #: version-2 elastic gang: the GPU counts allowed and the throughput at each (``None``: exactly ``gpus``)
+    elastic: Elastic | None = None
 
     def __post_init__(self) -> None:
         _check_str("id", self.id)
@@ -265,14 +320,24 @@ class Job:
         if sf > 1.0:
             raise InputError("spread_factor", self.spread_factor, "must be in (0, 1]")
         object.__setattr__(self, "spread_factor", sf)
+        if self.elastic is not None:
+            if not isinstance(self.elastic, Elastic):
+                raise InputError("elastic", self.elastic, "must be an Elastic")
+            if self.gpus not in self.elastic.gpus:
+                raise InputError("elastic.gpus", list(self.elastic.gpus), f"must include the nominal gpus={self.gpus}")
+            k = self.elastic.gpus.index(self.gpus)
+            if self.elastic.scaling[k] != 1.0:
+                raise InputError(f"elastic.scaling[{k}]", self.elastic.scaling[k],
+                                 f"must be 1.0 at the nominal gpus={self.gpus} (factors are relative to it)")
         if self.placement is not None:
             place = _check_mapping("placement", self.placement)
             clean_p = {}
             for n, k in place.items():
                 _check_str("placement", n)
                 clean_p[n] = _check_int(f"placement.{n}", k, lo=1)
-            if clean_p and sum(clean_p.values()) != self.gpus:
-                raise InputError("placement", dict(clean_p), f"must hold exactly gpus={self.gpus} GPUs in total")
+            if clean_p and sum(clean_p.values()) not in self.sizes:
+                need = f"gpus={self.gpus}" if self.elastic is None else f"one of elastic.gpus {list(self.sizes)}"
+                raise InputError("placement", dict(clean_p), f"must hold exactly {need} GPUs in total")
             object.__setattr__(self, "placement", _frozen_map(clean_p) if clean_p else None)
         object.__setattr__(self, "restart_s", _check_float("restart_s", self.restart_s, nonneg=True))
         if self.tenant is not None:
@@ -287,9 +352,21 @@ class Job:
     @property
     def uses_v2(self) -> bool:
         """Whether a version-2 field is set."""
-        return self.tenant is not None or self.deadline_s is not None or self.remaining_s is not None
+        return self.tenant is not None or self.deadline_s is not None or self.remaining_s is not None or self.elastic is not None
 
     # --- derived quantities used everywhere ---
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The GPU counts the job may run with: ``elastic.gpus``, or just ``(gpus,)``."""
+        return (self.gpus,) if self.elastic is None else self.elastic.gpus
+
+    def scaling(self, gpus: int) -> float | None:
+        """Throughput at ``gpus`` GPUs relative to the nominal ``gpus`` (1.0 there); ``None``
+        when the job may not run with that many."""
+        if self.elastic is None:
+            return 1.0 if gpus == self.gpus else None
+        return self.elastic.factor(gpus)
 
     @property
     def demand_throughput(self) -> float:
@@ -314,6 +391,12 @@ class Job:
         except InputError as e:
             raise e.within("profile") from None
         demand = _check_mapping("demand", _get(d, "demand"))
+        elastic = _get(d, "elastic", None)
+        if elastic is not None:
+            try:
+                elastic = Elastic.from_dict(elastic)
+            except InputError as e:
+                raise e.within("elastic") from None
         return cls(
             id=_get(d, "id"),
             gpus=_get(d, "gpus"),
@@ -328,6 +411,7 @@ class Job:
             tenant=_get(d, "tenant", None),
             deadline_s=_get(d, "deadline_s", None),
             remaining_s=_get(d, "remaining_s", None),
+            elastic=elastic,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -347,6 +431,8 @@ class Job:
         for key in ("tenant", "deadline_s", "remaining_s"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
+        if self.elastic is not None:
+            d["elastic"] = self.elastic.to_dict()
         return d
 
 
@@ -545,7 +631,7 @@ class Instance:
                 raise e.within(f"jobs[{i}]") from None
         inst = cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
         if inst.version != version:
-            why = "uses version-2 fields (tenant, deadline_s, remaining_s, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
+            why = "uses version-2 fields (tenant, deadline_s, remaining_s, elastic, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
                 else "declares version 2 but uses no version-2 field; write version 1"
             raise InputError("version", version, why)
         return inst
