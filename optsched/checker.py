@@ -106,8 +106,12 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         readable[jid] = where
         # rule 2: the whole gang, on one allowed GPU type
         n_gpus = sum(where.values())
-        if n_gpus != job.gpus:
-            out.append(Violation(2, f"job {jid}: gets {n_gpus} GPUs, needs exactly {job.gpus}", job=jid))
+        # an elastic job (contract v2) may get any listed count; its value scales with the count's factor
+        sizes = list(job.elastic.gpus) if job.elastic is not None else [job.gpus]
+        size_factor = job.elastic.scaling[sizes.index(n_gpus)] if job.elastic is not None and n_gpus in sizes else 1.0
+        if n_gpus not in sizes:
+            need = f"exactly {job.gpus}" if job.elastic is None else f"one of {sizes} (elastic)"
+            out.append(Violation(2, f"job {jid}: gets {n_gpus} GPUs, needs {need}", job=jid))
         types = {nodes[n].gpu_type for n in where}
         if len(types) > 1:
             out.append(Violation(2, f"job {jid}: spans GPU types {sorted(types)}", job=jid))
@@ -137,7 +141,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         if not allowed or len(types) > 1:
             continue
         speed = 1.0 if job.gpu_speed is None else job.gpu_speed[gpu_type]
-        value = job.weight * speed * tp / tp_demand * job.spread_factor ** (len(where) - 1)
+        value = job.weight * size_factor * speed * tp / tp_demand * job.spread_factor ** (len(where) - 1)
         if job.placement is not None and dict(job.placement) != where:
             value *= 1.0 - job.restart_s / instance.round.duration_s
         total += value
@@ -152,7 +156,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
 
 def _dominant_shares(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> dict[str, float] | None:
     """round.fairness = "drf": per tenant, max over GPUs, cores and GB (clusters totals > 0) of the
-    fixed demand (gpus x per-GPU demand) of its scheduled jobs over the cluster total."""
+    fixed demand (GPUs it got x per-GPU demand) of its scheduled jobs over the cluster total."""
     if instance.round.fairness != "drf":
         return None
     totals = [sum(n.gpus for n in instance.nodes), sum(n.cpus for n in instance.nodes), sum(n.mem_gb for n in instance.nodes)]
@@ -160,15 +164,17 @@ def _dominant_shares(instance: Instance, scheduled: Mapping[str, Mapping[str, in
     for job in instance.jobs:
         row = held.setdefault(job.tenant or "", [0, 0, 0])
         if job.id in scheduled:
-            row[0] += job.gpus
-            row[1] += job.gpus * job.demand[0]
-            row[2] += job.gpus * job.demand[1]
+            g = sum(scheduled[job.id].values())  # the count it got (an elastic job's may differ from gpus)
+            row[0] += g
+            row[1] += g * job.demand[0]
+            row[2] += g * job.demand[1]
     return {t: max([u / c for u, c in zip(row, totals, strict=True) if c > 0] or [0.0]) for t, row in held.items()}
 
 
 def _quota_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[Violation]:
     """Rule 6 (round.tenants): while a tenant below its quota has a job left out that fits in the
-    rest of its quota, no tenant holds more GPUs than its quota and no job without a tenant runs."""
+    rest of its quota (an elastic job at its smallest count), no tenant holds more GPUs than its
+    quota and no job without a tenant runs."""
     quotas = instance.round.tenants
     if quotas is None:
         return []
@@ -177,7 +183,7 @@ def _quota_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) 
         if job.id in scheduled:
             held[job.tenant] = held.get(job.tenant, 0) + sum(scheduled[job.id].values())
     waiting = [job for job in instance.jobs if job.id not in scheduled and job.tenant in quotas
-               and held.get(job.tenant, 0) + job.gpus <= quotas[job.tenant]]
+               and held.get(job.tenant, 0) + (job.gpus if job.elastic is None else job.elastic.gpus[0]) <= quotas[job.tenant]]
     if not waiting:
         return []
     out = []
@@ -213,7 +219,7 @@ def _deadline_misses(instance: Instance, scheduled: Mapping[str, Mapping[str, in
         fastest = max([1.0 if job.gpu_speed is None else job.gpu_speed.get(t, 0.0) for t in types] or [0.0])
         demand_tp = job.profile.throughput[job.profile.cpus_per_gpu.index(job.demand[0])][job.profile.mem_per_gpu_gb.index(job.demand[1])]
         top = max(tp for row in job.profile.throughput for tp in row if not instance.round.fair or tp >= demand_tp)
-        rate = fastest * top / demand_tp
+        rate = fastest * top / demand_tp * (1.0 if job.elastic is None else max(job.elastic.scaling))
         if rate <= 0:
             continue
         alone = job.remaining_s / rate

@@ -27,12 +27,20 @@ def job_value(
     mem_per_gpu_gb: int,
     n_nodes: int,
     moved: bool,
+    gpus: int | None = None,
 ) -> float:
-    """Worth of running ``job`` on ``n_nodes`` nodes of ``gpu_type`` at the given grid point."""
+    """Worth of running ``job`` on ``n_nodes`` nodes of ``gpu_type`` at the given grid point, with
+    ``gpus`` GPUs in all (``None``: its nominal ``gpus``; another count is allowed only for an
+    elastic job, whose value is scaled by ``job.scaling(gpus)``)."""
     speed = job.speed(gpu_type)
     if speed is None:
         raise ValueError(f"job {job.id} may not run on {gpu_type}")
     v = job.weight * speed * job.profile.at(cpus_per_gpu, mem_per_gpu_gb) / job.demand_throughput
+    if gpus is not None and gpus != job.gpus:
+        factor = job.scaling(gpus)
+        if factor is None:
+            raise ValueError(f"job {job.id} may not run with {gpus} GPUs (allowed: {list(job.sizes)})")
+        v *= factor
     v *= job.spread_factor ** (n_nodes - 1)
     if moved:
         v *= 1.0 - job.restart_s / instance.round.duration_s
@@ -41,7 +49,7 @@ def job_value(
 
 def assignment_value(instance: Instance, job: Job, a: Assignment) -> float:
     gpu_type = instance.node(next(iter(a.nodes))).gpu_type
-    return job_value(instance, job, gpu_type, a.cpus_per_gpu, a.mem_per_gpu_gb, len(a.nodes), is_move(job, a.nodes))
+    return job_value(instance, job, gpu_type, a.cpus_per_gpu, a.mem_per_gpu_gb, len(a.nodes), is_move(job, a.nodes), a.gpus)
 
 
 def schedule_value(instance: Instance, schedule: Schedule) -> float:
