@@ -38,17 +38,21 @@ class CheckReport(list):
     """The list of violations (empty when feasible), with the recomputed ``objective``.
 
     The objective counts every job whose own assignment is readable, so it is meaningful
-    only when the list is empty. ``deadline_misses`` lists the urgent deadline jobs left out and,
-    in a ``round.fairness = "drf"`` round, ``dominant_shares`` maps each tenant (``""`` for jobs
-    without one) to its dominant share (contract version 2: reports, not violations).
+    only when the list is empty. ``deadline_misses`` lists the urgent deadline jobs left out; in a
+    ``round.fairness = "drf"`` round, ``dominant_shares`` maps each tenant (``""`` for jobs without
+    one) to its dominant share; in a ``round.packing`` round, ``packing`` holds ``whole_free_gpus``
+    (GPUs on nodes the schedule leaves wholly idle), ``free_nodes`` (those nodes), ``free_gpus``
+    (every GPU left free) and ``fragmentation`` (the share of free GPUs on partly used nodes; 0
+    when none is free). Contract version 2: reports, not violations.
     """
 
     def __init__(self, violations: list[Violation], objective: float, deadline_misses: list[str] | None = None,
-                 dominant_shares: dict[str, float] | None = None) -> None:
+                 dominant_shares: dict[str, float] | None = None, packing: dict[str, float] | None = None) -> None:
         super().__init__(violations)
         self.objective = objective
         self.deadline_misses = list(deadline_misses or [])
         self.dominant_shares = dominant_shares
+        self.packing = packing
 
     @property
     def feasible(self) -> bool:
@@ -60,6 +64,8 @@ class CheckReport(list):
             d["deadline_misses"] = list(self.deadline_misses)
         if self.dominant_shares is not None:
             d["dominant_shares"] = dict(self.dominant_shares)
+        if self.packing is not None:
+            d["packing"] = dict(self.packing)
         return d
 
 
@@ -151,7 +157,20 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
             if used[nid] > cap:
                 out.append(Violation(4, f"node {nid}: {used[nid]} {what} used, {cap} available", node=nid))
     out += _quota_rule(instance, readable) + _moves_rule(instance, readable)
-    return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable), _dominant_shares(instance, readable))
+    return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable), _dominant_shares(instance, readable),
+                       _packing(instance, used_gpu))
+
+
+def _packing(instance: Instance, used_gpu: Mapping[str, int]) -> dict[str, float] | None:
+    """round.packing: GPUs on nodes with GPUs where nothing is scheduled, how many such nodes, all
+    free GPUs, and the share of free GPUs stranded on partly used nodes."""
+    if instance.round.packing is None:
+        return None
+    idle = [n for n in instance.nodes if n.gpus > 0 and used_gpu.get(n.id, 0) == 0]
+    whole = sum(n.gpus for n in idle)
+    free = sum(max(0, n.gpus - used_gpu.get(n.id, 0)) for n in instance.nodes)
+    return {"whole_free_gpus": whole, "free_nodes": len(idle), "free_gpus": free,
+            "fragmentation": 1.0 - whole / free if free else 0.0}
 
 
 def _dominant_shares(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> dict[str, float] | None:

@@ -20,6 +20,11 @@ caller's hint). The independent checker re-derives the same rules without this m
   their fixed demand* over the cluster's capacity (:func:`dominant_shares`); the round maximises
   the smallest dominant share of the tenants that can run anything (:func:`drf_level`, in units
   of ``1 / drf_scale``), then worth. A lexicographic objective, not a feasibility rule.
+* **packing** (``round.packing = "consolidate"``): Gandiva-style consolidation. Among the
+  schedules whose worth is within ``packing_tolerance`` of the best, keep the most GPUs on wholly
+  idle nodes (:func:`whole_free_gpus`), so later large gangs find whole nodes; then worth. Also a
+  lexicographic objective; heuristics run :func:`consolidate` (a worth-preserving pass that empties
+  lightly used nodes) and keep the guarantee of :func:`packing_choice`.
 """
 
 from __future__ import annotations
@@ -30,16 +35,17 @@ from typing import TYPE_CHECKING
 
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
-from optsched.values import assignment_value, is_move
+from optsched.values import assignment_value, is_move, schedule_value
 
 if TYPE_CHECKING:
     from optsched.heuristics.common import Cluster
 
-__all__ = ["DRF_NO_TENANT", "FAMILIES", "best_speedup", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
-           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "policy_families", "policy_feasible", "repair", "urgent", "urgent_jobs"]
+__all__ = ["DRF_NO_TENANT", "FAMILIES", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
+           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "packing_choice", "packing_tolerance", "policy_families",
+           "policy_feasible", "repair", "urgent", "urgent_jobs", "whole_free_gpus"]
 
 #: the families, in the order the docs list them
-FAMILIES = ("quotas", "max_moves", "deadlines", "drf")
+FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "packing")
 
 #: the DRF tenant of jobs without a ``tenant`` (not a valid tenant name, so it cannot clash)
 DRF_NO_TENANT = ""
@@ -60,6 +66,8 @@ def policy_families(instance: Instance) -> frozenset[str]:
         out.add("deadlines")
     if instance.round.fairness == "drf":
         out.add("drf")
+    if instance.round.packing is not None:
+        out.add("packing")
     return frozenset(out)
 
 
@@ -290,3 +298,108 @@ def _fit(instance: Instance, cl: Cluster, job: Job) -> Assignment | None:
         if nodes is not None:
             return Assignment(nodes, c, m)
     return None
+
+
+# --- packing (Gandiva consolidation) -------------------------------------------------------------
+
+
+def packing_tolerance(instance: Instance) -> float:
+    """``round.packing_tolerance`` (0 when unset): the share of worth packing may give up."""
+    return instance.round.packing_tolerance or 0.0
+
+
+def whole_free_gpus(instance: Instance, jobs: Mapping[str, Assignment]) -> int:
+    """The packing metric: GPUs on nodes where ``jobs`` place no GPU at all (wholly idle nodes)."""
+    used = {nid for a in jobs.values() for nid, g in a.nodes.items() if g > 0}
+    return sum(n.gpus for n in instance.nodes if n.id not in used)
+
+
+def packing_choice(instance: Instance, plain: Schedule, candidates: Iterable[Schedule]) -> Schedule:
+    """What a heuristic returns in a packing round, given its schedule without packing (``plain``)
+    and packed ``candidates``: among ``consolidate(plain)`` and the candidates whose worth is at
+    least ``(1 - tolerance) x worth(plain)``, the most whole free GPUs, then the most worth. So
+    the result never has fewer whole free GPUs than ``plain`` nor less than ``1 - tolerance`` of
+    its worth (``consolidate`` keeps the worth exactly)."""
+    floor = (1.0 - packing_tolerance(instance)) * schedule_value(instance, plain)
+    best = consolidate(instance, plain)
+    best_key = (whole_free_gpus(instance, best.jobs), schedule_value(instance, best))
+    for s in candidates:
+        v = schedule_value(instance, s)
+        if v < floor - 1e-9 * max(1.0, abs(floor)):
+            continue
+        k = (whole_free_gpus(instance, s.jobs), v)
+        if k > best_key:
+            best, best_key = s, k
+    return best
+
+
+def _movable(job: Job, nodes: Mapping[str, int]) -> bool:
+    """A job on one node that may be put on another without changing its worth: it is not running,
+    or it already moves this round (its restart is paid wherever it lands)."""
+    return len(nodes) == 1 and (job.placement is None or dict(job.placement) != dict(nodes))
+
+
+def consolidate(instance: Instance, schedule: Schedule) -> Schedule:
+    """Empty lightly used nodes without changing the schedule's worth or its policy rules.
+
+    Nodes in use are visited from the least used (GPUs, then id). A node is emptied when every job
+    on it is movable (:func:`_movable`) and each fits, at its own grid point, on another node of
+    the same GPU type that is already in use (best fit: fewest GPUs left, then cores, memory,
+    index). Same type, same point, one node and not at home before or after (or landing home,
+    which only raises its value): every job keeps its value, and the set of scheduled jobs, the
+    running jobs that move and the tenants' GPUs are unchanged, so quotas, max_moves, deadlines
+    and DRF keep what they had. Each emptied node frees all its GPUs and uses no new node, so the
+    pass never lowers :func:`whole_free_gpus`; it repeats until a sweep empties nothing.
+    """
+    import numpy as np
+
+    jobs = dict(schedule.jobs)
+    nodes = instance.nodes
+    n_nodes = len(nodes)
+    free = np.array([[n.gpus, n.cpus, n.mem_gb] for n in nodes], dtype=np.int64).reshape(n_nodes, 3)
+    on: dict[int, list[str]] = {}
+    for jid, a in jobs.items():
+        for nid, g in a.nodes.items():
+            i = instance.node_idx(nid)
+            free[i] -= (g, g * a.cpus_per_gpu, g * a.mem_per_gpu_gb)
+            on.setdefault(i, []).append(jid)
+    types = np.array([n.gpu_type for n in nodes], dtype=object)
+    changed = True
+    while changed:
+        changed = False
+        order = sorted(on, key=lambda i: (nodes[i].gpus - int(free[i, 0]), i))
+        for i in order:
+            here = on.get(i)
+            if not here or not all(_movable(instance.job(j), jobs[j].nodes) for j in here):
+                continue
+            used = np.array([bool(on.get(k)) for k in range(n_nodes)]) & (types == nodes[i].gpu_type)
+            used[i] = False
+            if not used.any():
+                continue
+            trial = free.copy()
+            for jid in here:  # movable jobs sit on this node alone: take them off it
+                a = jobs[jid]
+                trial[i] += (a.gpus, a.gpus * a.cpus_per_gpu, a.gpus * a.mem_per_gpu_gb)
+            dest: dict[str, int] = {}
+            for jid in sorted(here, key=lambda j: (-jobs[j].gpus, j)):
+                a = jobs[jid]
+                need = np.array([a.gpus, a.gpus * a.cpus_per_gpu, a.gpus * a.mem_per_gpu_gb])
+                ok = used & np.all(trial >= need, axis=1)
+                if not ok.any():
+                    dest = {}
+                    break
+                cand = np.flatnonzero(ok)
+                left = trial[cand] - need
+                k = int(cand[np.lexsort((cand, left[:, 2], left[:, 1], left[:, 0]))[0]])
+                trial[k] -= need
+                dest[jid] = k
+            if len(dest) != len(here):
+                continue
+            free = trial
+            del on[i]
+            for jid, k in dest.items():
+                a = jobs[jid]
+                jobs[jid] = Assignment({nodes[k].id: a.gpus}, a.cpus_per_gpu, a.mem_per_gpu_gb)
+                on.setdefault(k, []).append(jid)
+            changed = True
+    return Schedule(schedule.instance, jobs)

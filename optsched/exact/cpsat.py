@@ -30,7 +30,16 @@ from optsched.exact.prep import JobData, dominating_point, job_classes, job_data
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
-from optsched.round_policies import deadline_misses, drf_level, drf_scale, policy_families, repair, urgent_jobs
+from optsched.round_policies import (
+    deadline_misses,
+    drf_level,
+    drf_scale,
+    packing_tolerance,
+    policy_families,
+    repair,
+    urgent_jobs,
+    whole_free_gpus,
+)
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -172,6 +181,11 @@ class RoundModel:
     usage_c: dict[int, Any] = field(default_factory=dict)
     #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf)
     drf_min: cp_model.IntVar | None = None
+    #: the whole free GPUs (round.packing; set by exact.policies.add_packing) and, after a staged
+    #: solve (exact.policies.solve_lexicographic), the worth stage's bound and the final schedule
+    free_gpus: Any = None
+    worth_bound: float | None = None
+    staged_schedule: Schedule | None = None
 
     def _tick(self) -> None:
         if time.perf_counter() > self.deadline:
@@ -495,7 +509,11 @@ class RoundModel:
                 self.model.add(sel[a] >= sel[b])
 
     def set_objective(self) -> None:
-        """Maximise the scaled worth: whole-mode coefficients plus split-job values."""
+        """Maximise the scaled worth (:meth:`worth_expr`)."""
+        self.model.maximize(self.worth_expr())
+
+    def worth_expr(self) -> Any:
+        """The scaled worth: whole-mode coefficients plus split-job values, less split penalties."""
         zk, hk, sk = list(self.z), list(self.h), list(self.sp)
         sp_coef = [self.scale.to_int(self.data[j].value(self.instance, t, p, 2, False)) for (j, t, p) in sk]
         expr = cp_model.LinearExpr.weighted_sum(
@@ -503,7 +521,7 @@ class RoundModel:
             [self.z_coef[k] for k in zk] + [self.h_coef[k] for k in hk] + sp_coef)
         if self.pen:
             expr = expr - sum(self.pen.values())
-        self.model.maximize(expr)
+        return expr
 
     # --- hint and solution -------------------------------------------------------------------
 
@@ -730,11 +748,17 @@ class CpSatSolver:
             forced = [instance.job_idx(j) for j in urgent_jobs(instance)]
 
         drf = "drf" in policies
+        packing = "packing" in policies
+        #: in a packing round, schedules within the tolerance of this worth rank by whole free GPUs first
+        worth_ref = [0.0]
 
-        def key(s: Schedule, v: float) -> tuple[int, int, float]:
-            return (-len(deadline_misses(instance, s)) if forced else 0, drf_level(instance, s.jobs) if drf else 0, v)
+        def key(s: Schedule, v: float) -> tuple[int, int, bool, float, float]:
+            close = packing and v >= (1.0 - packing_tolerance(instance)) * worth_ref[0] - 1e-6 * max(1.0, worth_ref[0])
+            return (-len(deadline_misses(instance, s)) if forced else 0, drf_level(instance, s.jobs) if drf else 0, close,
+                    whole_free_gpus(instance, s.jobs) if close else 0, v)
 
         values = [schedule_value(instance, s) for s in candidates]
+        worth_ref[0] = max(values)
         best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
         incumbent, incumbent_value = candidates[best_i], values[best_i]
         stats: dict[str, Any] = {"hint_objective": incumbent_value, "scale": scale.scale, "lns_share": share,
@@ -797,8 +821,10 @@ class CpSatSolver:
         status = _STATUS[code]
         schedule, objective = incumbent, incumbent_value
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            found = model.read_schedule(solver)
+            found = model.staged_schedule if model.staged_schedule is not None else model.read_schedule(solver)
             found_value = schedule_value(instance, found)
+            if packing:  # the packing stage's worth reference: the worth stage's optimum (or best found)
+                worth_ref[0] = max(worth_ref[0], stats.get("packing_worth_level", 0) / scale.scale, found_value)
             if key(found, found_value) >= key(incumbent, incumbent_value) or (code == cp_model.OPTIMAL and not policies):
                 schedule, objective = found, found_value
             elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum
@@ -811,7 +837,7 @@ class CpSatSolver:
         bound = None
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             # a proven bound on the scaled objective, plus the worst-case rounding error
-            bound = scale.bound(solver.best_objective_bound)
+            bound = scale.bound(model.worth_bound if model.worth_bound is not None else solver.best_objective_bound)
         if lp_bound is not None:
             bound = lp_bound if bound is None else min(bound, lp_bound)
         if bound is not None:
@@ -821,4 +847,6 @@ class CpSatSolver:
         if drf:  # the smallest dominant share is proven maximal only when stage 1 proved it
             stats["drf_min_share"] = drf_level(instance, schedule.jobs) / drf_scale(instance)
             status = Status.TIME_LIMIT if status is Status.OPTIMAL and not stats.get("drf_level_proven", True) else status
+        if packing:
+            stats["whole_free_gpus"] = whole_free_gpus(instance, schedule.jobs)
         return Result(schedule, status, objective, bound, self.name, "exact", time.perf_counter() - start, stats)

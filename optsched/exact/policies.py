@@ -1,29 +1,34 @@
 """The policy families of contract version 2 as CP-SAT constraints on :class:`~optsched.exact.cpsat.RoundModel`.
 
 One function per family, mirrored by ``formulations/policies.md``: :func:`add_quota_reclaim`,
-:func:`add_move_budget`, :func:`add_forced_jobs`, :func:`add_drf`. :func:`add_policy_constraints`
-adds those the round uses; :func:`solve_lexicographic` solves a DRF round in two stages (the
-smallest dominant share first, then worth with that share kept). Every family is linear in the model's mode booleans; ``sel[j]`` (job j runs) is the
+:func:`add_move_budget`, :func:`add_forced_jobs`, :func:`add_drf`, :func:`add_packing`.
+:func:`add_policy_constraints` adds those the round uses; :func:`solve_lexicographic` solves a
+DRF or packing round in stages (the smallest dominant share, then worth with that share kept,
+then the whole free GPUs with the worth kept within the packing tolerance, then worth again). Every family is linear in the model's mode booleans; ``sel[j]`` (job j runs) is the
 sum of its mode literals (at most one is true).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
-from optsched.round_policies import drf_capacity, drf_scale, drf_tenants, drf_usage
+from optsched.round_policies import drf_capacity, drf_scale, drf_tenants, drf_usage, packing_tolerance
 
 if TYPE_CHECKING:
     from optsched.exact.cpsat import RoundModel
 
-__all__ = ["DRF_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_move_budget", "add_policy_constraints", "add_quota_reclaim",
-           "selection", "solve_lexicographic"]
+__all__ = ["DRF_STAGE_SHARE", "PACKING_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_move_budget", "add_packing",
+           "add_policy_constraints", "add_quota_reclaim", "selection", "solve_lexicographic"]
 
 #: share of CP-SAT's time limit for the first DRF stage (maximise the smallest dominant share)
 DRF_STAGE_SHARE = 0.5
+#: in a packing round, share of the time left that the worth stage gets (the packing stage, and
+#: with a tolerance the final worth stage, share the rest)
+PACKING_STAGE_SHARE = 0.5
 
 
 def selection(m: RoundModel) -> dict[int, cp_model.LinearExprT]:
@@ -134,37 +139,125 @@ def add_drf(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> cp_model.Int
     return zmin
 
 
-def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any]) -> Any:
-    """Solve ``m``; with a DRF level (``m.drf_min``) in two stages within the solver's time limit:
-    maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time), then fix ``drf_min >=`` the level found
-    and maximise worth, hinted with the stage-1 schedule. Returns stage 2's CP-SAT status (stage
-    1's when it finds no schedule) and records ``drf_level`` and ``drf_level_proven`` in ``stats``.
+def add_packing(m: RoundModel) -> cp_model.LinearExprT:
+    """Packing: per node ``n`` with GPUs, a boolean ``f_n`` ("wholly idle") with
+    ``usage_n <= gpus_n (1 - f_n)`` (``usage_n``: the GPUs the node's whole, home and split terms
+    use, from ``add_node_capacity``); returns ``sum_n gpus_n f_n``, the whole free GPUs. A node no
+    job can use is idle in every schedule and counts as a constant."""
+    inst, model = m.instance, m.model
+    terms: list[cp_model.LinearExprT] = []
+    const = 0
+    for n, node in enumerate(inst.nodes):
+        if node.gpus <= 0:
+            continue
+        use = m.usage_g.get(n)
+        if use is None:
+            const += node.gpus
+            continue
+        f = model.new_bool_var(f"idle[{n}]")
+        model.add(use <= node.gpus * (1 - f))
+        terms.append(node.gpus * f)
+    return sum(terms) + const
 
-    The stage-2 bound stays a bound for the lexicographic optimum even when stage 1 stops early:
-    that optimum's level is at least the one fixed, so it is feasible in stage 2."""
-    zmin = m.drf_min
-    if zmin is None:
+
+def _stage(solver: cp_model.CpSolver, m: RoundModel, share: float, budget: dict[str, float]) -> Any:
+    """One solve with ``share`` of the wall (and deterministic) time left in ``budget``."""
+    prm = solver.parameters
+    left = budget["end"] - time.perf_counter()
+    prm.max_time_in_seconds = max(0.01, share * left)
+    if math.isfinite(budget["dt"]):
+        prm.max_deterministic_time = max(0.01, share * (budget["dt"] - budget["dt_used"]))
+    code = solver.solve(m.model)
+    budget["dt_used"] += solver.deterministic_time
+    return code
+
+
+def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any]) -> Any:
+    """Solve ``m``; with a DRF level (``m.drf_min``) or a packing metric (``m.free_gpus``) in
+    stages within the solver's time limit (wall and deterministic, split between the stages):
+
+    1. DRF: maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time); fix ``drf_min >=`` the level.
+    2. Maximise worth (hinted with the previous stage's schedule).
+    3. Packing: fix ``worth >= ceil((1 - tolerance) W)`` (``W``: stage 2's scaled worth) and
+       maximise the whole free GPUs. 4. With a tolerance > 0: fix ``free >=`` that and maximise
+       worth again. Stages 2 and 3 get ``PACKING_STAGE_SHARE`` of the time left when a stage follows.
+
+    Returns the CP-SAT status of the staged solve: OPTIMAL only when every stage was proven,
+    FEASIBLE when a schedule exists but some stage was not proven; ``m.staged_schedule`` is then
+    the last stage's schedule (a stage that finds nothing leaves the previous one). Sets
+    ``m.worth_bound`` to the worth stage's objective bound: later stages only add constraints, so
+    it bounds their schedules' worth, and it bounds the lexicographic optimum's worth even when
+    stage 1 stops early (that optimum's level is at least the one fixed). Records ``drf_level``,
+    ``drf_level_proven``, ``packing_free_gpus``, ``packing_proven`` in ``stats``."""
+    zmin, free = m.drf_min, m.free_gpus
+    if zmin is None and free is None:
         return solver.solve(m.model)
     prm = solver.parameters
-    total, start = prm.max_time_in_seconds, time.perf_counter()
-    prm.max_time_in_seconds = max(0.01, DRF_STAGE_SHARE * total)
-    m.model.maximize(zmin)
-    code = solver.solve(m.model)
-    stats.update(drf_stage1_status=solver.status_name(code), drf_stage1_wall_s=solver.wall_time)
-    m.set_objective()
-    prm.max_time_in_seconds = max(0.01, total - (time.perf_counter() - start))
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        stats["drf_level_proven"] = False
-        return code if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID) else solver.solve(m.model)
-    level = int(solver.value(zmin))
-    stats.update(drf_level=level, drf_level_proven=code == cp_model.OPTIMAL)
-    m.model.add(zmin >= level)
-    m.add_hint(m.read_schedule(solver))
-    return solver.solve(m.model)
+    budget = {"end": time.perf_counter() + prm.max_time_in_seconds, "dt": prm.max_deterministic_time, "dt_used": 0.0}
+    solved = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    proven = True
+
+    def done(code: Any) -> Any:
+        if m.staged_schedule is None:
+            return code
+        return cp_model.OPTIMAL if proven and code == cp_model.OPTIMAL else cp_model.FEASIBLE
+
+    if zmin is not None:
+        m.model.maximize(zmin)
+        code = _stage(solver, m, DRF_STAGE_SHARE, budget)
+        stats.update(drf_stage1_status=solver.status_name(code), drf_stage1_wall_s=solver.wall_time)
+        m.set_objective()
+        if code not in solved:
+            stats["drf_level_proven"] = False
+            if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+                return code
+            proven = False
+        else:
+            level = int(solver.value(zmin))
+            stats.update(drf_level=level, drf_level_proven=code == cp_model.OPTIMAL)
+            proven = code == cp_model.OPTIMAL
+            m.model.add(zmin >= level)
+            m.staged_schedule = m.read_schedule(solver)
+            m.add_hint(m.staged_schedule)
+    last = free is None
+    code = _stage(solver, m, 1.0 if last else PACKING_STAGE_SHARE, budget)
+    if code not in solved:
+        return code if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID) else done(code)
+    m.worth_bound = solver.best_objective_bound
+    m.staged_schedule = m.read_schedule(solver)
+    proven = proven and code == cp_model.OPTIMAL
+    if last:
+        return done(code)
+    tol = packing_tolerance(m.instance)
+    worth = int(round(solver.objective_value))
+    stats.update(packing_worth_status=solver.status_name(code), packing_worth_level=worth)
+    m.model.add(m.worth_expr() >= (math.ceil((1.0 - tol) * worth) if tol > 0 else worth))
+    m.model.maximize(free)
+    m.add_hint(m.staged_schedule)
+    code = _stage(solver, m, PACKING_STAGE_SHARE if tol > 0 else 1.0, budget)
+    if code not in solved:  # no schedule in the time left: the worth stage's stands, unproven
+        stats["packing_proven"] = False
+        proven = False
+        return done(code)
+    level = int(round(solver.objective_value))
+    stats.update(packing_free_gpus=level, packing_proven=code == cp_model.OPTIMAL)
+    proven = proven and code == cp_model.OPTIMAL
+    m.staged_schedule = m.read_schedule(solver)
+    if tol > 0:
+        m.model.add(free >= level)
+        m.set_objective()
+        m.add_hint(m.staged_schedule)
+        code = _stage(solver, m, 1.0, budget)
+        if code not in solved:
+            proven = False
+            return done(code)
+        m.staged_schedule = m.read_schedule(solver)
+        proven = proven and code == cp_model.OPTIMAL
+    return done(code)
 
 
 def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
-    """The families the round uses (quotas, max_moves, DRF) and the forced urgent jobs."""
+    """The families the round uses (quotas, max_moves, DRF, packing) and the forced urgent jobs."""
     sel = selection(m)
     if m.instance.round.tenants is not None:
         add_quota_reclaim(m, sel)
@@ -174,3 +267,5 @@ def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
         add_forced_jobs(m, sel, forced)
     if m.instance.round.fairness == "drf":
         m.drf_min = add_drf(m, sel)
+    if m.instance.round.packing is not None:
+        m.free_gpus = add_packing(m)

@@ -13,16 +13,17 @@ from typing import Any
 from optsched.heuristics.common import Cluster, job_order, place
 from optsched.model import Instance
 from optsched.result import Result, Status
-from optsched.round_policies import policy_families, repair
+from optsched.round_policies import packing_choice, policy_families, repair, whole_free_gpus
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
 __all__ = ["FixedDemand", "fixed_demand_schedule"]
 
 
-def fixed_demand_schedule(instance: Instance) -> Schedule:
+def fixed_demand_schedule(instance: Instance, *, pack: bool = True) -> Schedule:
     """The fixed-demand baseline's schedule (deterministic, always feasible; on a policy round
-    repaired to keep its rules: :func:`optsched.round_policies.repair`)."""
+    repaired to keep its rules: :func:`optsched.round_policies.repair`; in a packing round, unless
+    ``pack`` is false, consolidated: :func:`optsched.round_policies.consolidate`, worth unchanged)."""
     cl = Cluster(instance)
     out: dict[str, Assignment] = {}
     for job in job_order(instance):
@@ -32,7 +33,8 @@ def fixed_demand_schedule(instance: Instance) -> Schedule:
             continue
         out[job.id] = Assignment(nodes=nodes, cpus_per_gpu=c, mem_per_gpu_gb=m)
     s = Schedule(instance=instance.name, jobs=out)
-    return repair(instance, s) if policy_families(instance) else s
+    s = repair(instance, s) if policy_families(instance) else s
+    return packing_choice(instance, s, ()) if pack and instance.round.packing is not None else s
 
 
 class FixedDemand:
@@ -44,4 +46,4 @@ class FixedDemand:
         s = fixed_demand_schedule(instance)
         return Result(schedule=s, status=Status.FEASIBLE, objective=schedule_value(instance, s), bound=None,
                       solver="fixed-demand", method="heuristic", time_s=time.perf_counter() - t0,
-                      stats={"jobs_placed": len(s.jobs)})
+                      stats={"jobs_placed": len(s.jobs), **({"whole_free_gpus": whole_free_gpus(instance, s.jobs)} if instance.round.packing else {})})

@@ -14,7 +14,7 @@ from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
-from optsched.round_policies import policy_families, repair
+from optsched.round_policies import consolidate, packing_choice, policy_families, repair, whole_free_gpus
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -35,12 +35,21 @@ def _lean_point(job: Job, pts: list[tuple[int, int, float]], cpg: float, mpg: fl
     return best[0], best[1]
 
 
-def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedule | None = None) -> Schedule:
+def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedule | None = None, pack: bool = True) -> Schedule:
     """Fungible greedy schedule, deterministic (``seed`` is accepted for the common interface).
 
     ``fixed``: a feasible partial schedule to complete (e.g. a learned decode cut short by its
     deadline): its jobs keep their nodes, the others are placed around them, and the leftover pass
-    may still raise any job's grid point."""
+    may still raise any job's grid point. In a packing round (unless ``pack`` is false or
+    ``fixed`` is given) the lean placement is also consolidated *before* the leftover pass, and
+    :func:`~optsched.round_policies.packing_choice` picks between that and the plain schedule."""
+    plain, packed = _fungible_pair(instance, fixed, pack and fixed is None and instance.round.packing is not None)
+    return plain if packed is None else packing_choice(instance, plain, [packed])
+
+
+def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool) -> tuple[Schedule, Schedule | None]:
+    """The plain fungible-greedy schedule and, with ``want_packed``, the one whose lean placement
+    was consolidated before the leftover CPU/memory pass."""
     cl = Cluster(instance)
     tg = max(1, sum(n.gpus for n in instance.nodes))
     cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
@@ -67,6 +76,20 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedu
             continue
         chosen[job.id] = (nodes, c, m)
         pts_of[job.id] = pts
+    packed = None
+    if want_packed:
+        lean = consolidate(instance, Schedule(instance.name, {j: Assignment(n, c, m) for j, (n, c, m) in chosen.items()}))
+        cl2 = Cluster(instance)
+        for a in lean.jobs.values():
+            cl2.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
+        chosen2 = {j: (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb) for j, a in lean.jobs.items()}
+        packed = _finish(instance, cl2, chosen2, cpg, mpg, pts_of)
+    return _finish(instance, cl, chosen, cpg, mpg, pts_of), packed
+
+
+def _finish(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]], cpg: float, mpg: float,
+            pts_of: dict[str, list[tuple[int, int, float]]]) -> Schedule:
+    """The leftover CPU/memory pass on a placement, then the policy repair."""
     _redistribute(instance, cl, chosen, cpg, mpg, pts_of)
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
     s = Schedule(instance=instance.name, jobs=jobs)
@@ -131,13 +154,19 @@ class FungibleGreedy:
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
               **options: Any) -> Result:
         t0 = time.perf_counter()
-        s = fungible_greedy_schedule(instance, seed=seed)
+        packing = instance.round.packing is not None
+        s, packed = _fungible_pair(instance, None, packing)
         v = schedule_value(instance, s)
-        f = fixed_demand_schedule(instance)
+        f = fixed_demand_schedule(instance, pack=False)
         fv = schedule_value(instance, f)
         picked = "fungible"
         if fv > v:
             s, v, picked = f, fv, "fixed-demand"
+        stats = {"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": fv}
+        if packing:  # never fewer whole free GPUs than the plain pick, never below (1 - tolerance) of its worth
+            stats.update(plain_objective=v, plain_whole_free_gpus=whole_free_gpus(instance, s.jobs))
+            s = packing_choice(instance, s, [x for x in (packed, consolidate(instance, f)) if x is not None])
+            v = schedule_value(instance, s)
+            stats.update(jobs_placed=len(s.jobs), whole_free_gpus=whole_free_gpus(instance, s.jobs))
         return Result(schedule=s, status=Status.FEASIBLE, objective=v, bound=None, solver="fungible-greedy",
-                      method="heuristic", time_s=time.perf_counter() - t0,
-                      stats={"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": fv})
+                      method="heuristic", time_s=time.perf_counter() - t0, stats=stats)
