@@ -40,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="share of jobs (drawn with --seed) that are SLO jobs with a deadline (default 0: none)")
     p.add_argument("--slo-slack", type=float, default=2.0,
                    help="an SLO job's deadline is submit + this x its trace duration (default 2)")
+    p.add_argument("--packing", action="store_true",
+                   help="Gandiva-style consolidation: among near-best schedules keep the most whole idle nodes (round.packing)")
+    p.add_argument("--packing-tolerance", type=float, default=None,
+                   help="with --packing: share of a round's worth consolidation may give up (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
     p.add_argument("--mix", default=None, help="model mix, e.g. image=0.6,language=0.4 (default: the catalogue's)")
     p.add_argument("--workers", type=int, default=1, help="simulations run at once (default 1)")
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         round_s=parse_duration(args.round, "--round"), fair=args.fair,
         queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
         check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
+        packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
     )
     pairs = [(pol, a) for pol in policies for a in allocators]
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,

@@ -138,6 +138,9 @@ class SimConfig:
     slo_share: float = 0.0
     slo_slack: float = 2.0
     slo_seed: int = 0
+    #: Gandiva-style consolidation in every round (contract-v2 ``round.packing`` and its tolerance)
+    packing: str | None = None
+    packing_tolerance: float | None = None
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -148,8 +151,9 @@ class SimConfig:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
-        if self.tenant_quotas is not None or self.max_moves is not None:
-            Round(tenants=self.tenant_quotas, max_moves=self.max_moves)  # the contract's checks, field names and all
+        if self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None:
+            # the contract's checks, field names and all
+            Round(tenants=self.tenant_quotas, max_moves=self.max_moves, packing=self.packing, packing_tolerance=self.packing_tolerance)
         slo_mod.mark_deadlines((), self.slo_share, self.slo_slack, 0)  # checks the share and the slack
         if isinstance(self.slo_seed, bool) or not isinstance(self.slo_seed, int) or self.slo_seed < 0:
             raise InputError("slo_seed", self.slo_seed, "must be an integer >= 0")
@@ -228,7 +232,8 @@ def simulate_steps(
     caps = np.array([[nd.gpus, nd.cpus, nd.mem_gb] for nd in nodes], dtype=np.float64).sum(axis=0) if nodes else np.zeros(3)
     total_gpus = float(caps[0])
     R = cfg.round_s
-    rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves)
+    rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves, packing=cfg.packing,
+                packing_tolerance=cfg.packing_tolerance)
 
     submit = np.array([j.submit_s for j in jobs], dtype=np.float64)
     gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
@@ -408,7 +413,8 @@ def simulate_steps(
         "allocator": allocator_name,
         "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
         "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves,
-                           "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed},
+                           "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed,
+                           "packing": cfg.packing, "packing_tolerance": cfg.packing_tolerance},
         "jobs": n,
         "arrived": arrived,
         "nodes": len(nodes),
