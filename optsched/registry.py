@@ -87,7 +87,7 @@ def methods(family: str | None = None) -> list[MethodInfo]:
 
 
 # --- built-in methods ----------------------------------------------------------------------------
-_ALL_POLICIES = ("quotas", "max_moves", "deadlines", "packing")
+_ALL_POLICIES = ("quotas", "max_moves", "deadlines", "elastic", "packing")
 register_method(
     "cpsat", "exact", "Integrated formulation solved by OR-Tools CP-SAT (proven bounds)",
     "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=(*_ALL_POLICIES, "drf"),

@@ -25,6 +25,9 @@ caller's hint). The independent checker re-derives the same rules without this m
   idle nodes (:func:`whole_free_gpus`), so later large gangs find whole nodes; then worth. Also a
   lexicographic objective; heuristics run :func:`consolidate` (a worth-preserving pass that empties
   lightly used nodes) and keep the guarantee of :func:`packing_choice`.
+* **elastic** (job ``elastic``): the job may run with any listed GPU count, worth its value times
+  the count's scaling factor (:mod:`optsched.elastic`). Quotas and DRF count the GPUs a job got;
+  a waiting elastic job "fits its quota" at its smallest count; urgency uses its best factor.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ __all__ = ["DRF_NO_TENANT", "FAMILIES", "best_speedup", "consolidate", "dominant
            "policy_feasible", "repair", "urgent", "urgent_jobs", "whole_free_gpus"]
 
 #: the families, in the order the docs list them
-FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "packing")
+FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "elastic", "packing")
 
 #: the DRF tenant of jobs without a ``tenant`` (not a valid tenant name, so it cannot clash)
 DRF_NO_TENANT = ""
@@ -66,6 +69,8 @@ def policy_families(instance: Instance) -> frozenset[str]:
         out.add("deadlines")
     if instance.round.fairness == "drf":
         out.add("drf")
+    if any(j.elastic is not None for j in instance.jobs):
+        out.add("elastic")
     if instance.round.packing is not None:
         out.add("packing")
     return frozenset(out)
@@ -74,9 +79,18 @@ def policy_families(instance: Instance) -> frozenset[str]:
 # --- DRF ---------------------------------------------------------------------------------------
 
 
-def drf_usage(job: Job) -> tuple[int, int, int]:
-    """What a job counts for DRF: GPUs, cores and GB at its fixed demand (``gpus x`` per-GPU demand)."""
-    return job.gpus, job.gpus * job.demand[0], job.gpus * job.demand[1]
+def drf_usage(job: Job, gpus: int | None = None) -> tuple[int, int, int]:
+    """What a job counts for DRF: GPUs, cores and GB at its fixed demand (``gpus x`` per-GPU demand;
+    ``gpus``: the count it got, an elastic job's chosen size; default its nominal ``gpus``)."""
+    g = job.gpus if gpus is None else gpus
+    return g, g * job.demand[0], g * job.demand[1]
+
+
+def _got(instance: Instance, jobs: Iterable[str] | Mapping[str, Assignment]) -> dict[str, int]:
+    """Scheduled job id -> GPUs it got: from the assignments when given, else the nominal ``gpus``."""
+    if isinstance(jobs, Mapping):
+        return {j: a.gpus for j, a in jobs.items()}
+    return {j: instance.job(j).gpus for j in jobs}
 
 
 def drf_capacity(instance: Instance) -> tuple[int, int, int]:
@@ -103,7 +117,7 @@ def drf_runnable(instance: Instance, job: Job) -> bool:
         nodes = [n for n in instance.nodes if n.gpu_type == t]
         for c, m in points:
             room = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus) for n in nodes)
-            if room >= job.gpus:
+            if room >= min(job.sizes):
                 return True
     return False
 
@@ -117,30 +131,31 @@ def drf_tenants(instance: Instance) -> dict[str, list[int]]:
     return {t: js for t, js in out.items() if any(drf_runnable(instance, instance.jobs[j]) for j in js)}
 
 
-def dominant_shares(instance: Instance, job_ids: Iterable[str]) -> dict[str, float]:
-    """Per tenant with a job in the round, its dominant share under the scheduled ``job_ids``."""
+def dominant_shares(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignment]) -> dict[str, float]:
+    """Per tenant with a job in the round, its dominant share under the scheduled ``job_ids`` (a
+    schedule's ``jobs`` mapping counts the GPUs each job got, which an elastic job chooses)."""
     caps = drf_capacity(instance)
-    scheduled = set(job_ids)
+    scheduled = _got(instance, job_ids)
     used: dict[str, list[int]] = {}
     for job in instance.jobs:
         row = used.setdefault(job.tenant if job.tenant is not None else DRF_NO_TENANT, [0, 0, 0])
         if job.id in scheduled:
-            for r, a in enumerate(drf_usage(job)):
+            for r, a in enumerate(drf_usage(job, scheduled[job.id])):
                 row[r] += a
     return {t: max((u / c for u, c in zip(row, caps, strict=True) if c > 0), default=0.0) for t, row in used.items()}
 
 
-def drf_level(instance: Instance, job_ids: Iterable[str]) -> int:
+def drf_level(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignment]) -> int:
     """``min over drf_tenants of max over resources of floor(S x used / capacity)``: the scaled
     smallest dominant share, exactly what the CP-SAT model's ``drf_min`` measures (0 without tenants)."""
     caps, s = drf_capacity(instance), drf_scale(instance)
-    scheduled = set(job_ids)
+    scheduled = _got(instance, job_ids)
     levels = []
     for js in drf_tenants(instance).values():
         row = [0, 0, 0]
         for j in js:
             if instance.jobs[j].id in scheduled:
-                for r, a in enumerate(drf_usage(instance.jobs[j])):
+                for r, a in enumerate(drf_usage(instance.jobs[j], scheduled[instance.jobs[j].id])):
                     row[r] += a
         levels.append(max((s * u // c for u, c in zip(row, caps, strict=True) if c > 0), default=0))
     return min(levels, default=0)
@@ -148,13 +163,13 @@ def drf_level(instance: Instance, job_ids: Iterable[str]) -> int:
 
 def best_speedup(instance: Instance, job: Job) -> float:
     """The job's best rate relative to its demand on a speed-1.0 GPU: max over the allowed GPU
-    types present and the (fair-eligible) grid points of ``speed x throughput / throughput[demand]``;
-    0 when it may use no GPU type of the cluster."""
+    types present and the (fair-eligible) grid points of ``speed x throughput / throughput[demand]``,
+    times an elastic job's largest scaling factor; 0 when it may use no GPU type of the cluster."""
     speeds = [job.speed(t) for t in instance.gpu_types]
     best_speed = max((s for s in speeds if s is not None), default=0.0)
     base = job.demand_throughput
     thr = [tp for _c, _m, tp in job.profile.points() if not instance.round.fair or tp >= base]
-    return best_speed * max(thr) / base
+    return best_speed * max(thr) / base * (1.0 if job.elastic is None else max(job.elastic.scaling))
 
 
 def urgent(instance: Instance, job: Job) -> bool:
@@ -181,9 +196,9 @@ def deadline_misses(instance: Instance, schedule: Schedule) -> list[str]:
 
 def _used(instance: Instance, jobs: Mapping[str, Assignment]) -> dict[str | None, int]:
     used: dict[str | None, int] = {}
-    for jid in jobs:
+    for jid, a in jobs.items():
         job = instance.job(jid)
-        used[job.tenant] = used.get(job.tenant, 0) + job.gpus
+        used[job.tenant] = used.get(job.tenant, 0) + a.gpus
     return used
 
 
@@ -193,10 +208,11 @@ def _quota(instance: Instance, tenant: str | None) -> int:
 
 
 def _owner_waiting(instance: Instance, jobs: Mapping[str, Assignment], used: dict[str | None, int]) -> bool:
-    """Some tenant below its quota has an unscheduled job that fits in the rest of its quota."""
+    """Some tenant below its quota has an unscheduled job that fits in the rest of its quota (an
+    elastic job at its smallest size)."""
     tenants = instance.round.tenants or {}
     for job in instance.jobs:
-        if job.tenant in tenants and job.id not in jobs and used.get(job.tenant, 0) + job.gpus <= tenants[job.tenant]:
+        if job.tenant in tenants and job.id not in jobs and used.get(job.tenant, 0) + min(job.sizes) <= tenants[job.tenant]:
             return True
     return False
 
@@ -250,13 +266,13 @@ def repair(instance: Instance, schedule: Schedule) -> Schedule:
         if _borrowers(instance, used) and _owner_waiting(instance, jobs, used):
             for t in _borrowers(instance, used):
                 mine = sorted((j for j in jobs if instance.job(j).tenant == t),
-                              key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]) / instance.job(j).gpus, j))
+                              key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]) / jobs[j].gpus, j))
                 for jid in mine:
                     if used[t] <= _quota(instance, t):
                         break
                     a = jobs.pop(jid)
                     cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb, sign=-1)
-                    used[t] -= instance.job(jid).gpus
+                    used[t] -= a.gpus
             _add_quota_jobs(instance, jobs, cl)
     for jid in urgent_jobs(instance):
         if jid in jobs:
@@ -276,27 +292,33 @@ def _add_quota_jobs(instance: Instance, jobs: dict[str, Assignment], cl: Cluster
     tenants = instance.round.tenants or {}
     used = _used(instance, jobs)
     for job in sorted(instance.jobs, key=lambda j: (not urgent(instance, j), -j.weight, j.id)):
-        if job.id in jobs or job.tenant not in tenants or used.get(job.tenant, 0) + job.gpus > tenants[job.tenant]:
+        if job.id in jobs or job.tenant not in tenants or used.get(job.tenant, 0) + min(job.sizes) > tenants[job.tenant]:
             continue
-        a = _fit(instance, cl, job)
+        a = _fit(instance, cl, job, tenants[job.tenant] - used.get(job.tenant, 0))
         if a is not None:
             jobs[job.id] = a
             cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
-            used[job.tenant] = used.get(job.tenant, 0) + job.gpus
+            used[job.tenant] = used.get(job.tenant, 0) + a.gpus
 
 
-def _fit(instance: Instance, cl: Cluster, job: Job) -> Assignment | None:
+def _fit(instance: Instance, cl: Cluster, job: Job, limit: int | None = None) -> Assignment | None:
     """Where ``job`` fits in the free room at its demand point without a move (its current
-    placement if it runs, else best fit on its fastest allowed type); ``None`` when nowhere."""
+    placement if it runs, else best fit on its fastest allowed type) with at most ``limit`` GPUs;
+    ``None`` when nowhere. An elastic job tries its nominal size, then the others largest first."""
     from optsched.heuristics.common import types_by_speed
 
     c, m = job.demand
     if job.placement is not None:
-        return Assignment(dict(job.placement), c, m) if cl.fits_at(job.placement, c, m) else None
-    for t in types_by_speed(instance, job):
-        nodes = cl.best_fit(t, job.gpus, c, m)
-        if nodes is not None:
-            return Assignment(nodes, c, m)
+        ok = (limit is None or sum(job.placement.values()) <= limit) and cl.fits_at(job.placement, c, m)
+        return Assignment(dict(job.placement), c, m) if ok else None
+    sizes = [job.gpus, *sorted((k for k in job.sizes if k != job.gpus), reverse=True)]
+    for k in sizes:
+        if limit is not None and k > limit:
+            continue
+        for t in types_by_speed(instance, job):
+            nodes = cl.best_fit(t, k, c, m)
+            if nodes is not None:
+                return Assignment(nodes, c, m)
     return None
 
 

@@ -32,7 +32,10 @@ def _options(instance, job):
         if speed is None:
             continue
         nodes = [n for n in instance.nodes if n.gpu_type == gpu_type]
-        for split in _splits(job.gpus, [n.gpus for n in nodes]):
+        # an elastic job (contract v2) may take any listed count, worth its scaling factor
+        sizes = [(job.gpus, 1.0)] if job.elastic is None else list(zip(job.elastic.gpus, job.elastic.scaling, strict=True))
+        splits = [(split, f) for g, f in sizes for split in _splits(g, [n.gpus for n in nodes])]
+        for split, factor in splits:
             used = {n.id: g for n, g in zip(nodes, split, strict=True) if g > 0}
             k = len(used)
             moved = job.placement is not None and dict(job.placement) != used
@@ -44,7 +47,7 @@ def _options(instance, job):
                     if any(c * g > instance.node(nid).cpus or m * g > instance.node(nid).mem_gb
                            for nid, g in used.items()):
                         continue
-                    value = job.weight * speed * tp / base * job.spread_factor ** (k - 1)
+                    value = job.weight * factor * speed * tp / base * job.spread_factor ** (k - 1)
                     if moved:
                         value *= 1.0 - job.restart_s / instance.round.duration_s
                     out.append((value, used, c, m))

@@ -23,10 +23,12 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from optsched.elastic import Expansion, expand, has_elastic
 from optsched.errors import InputError
+from optsched.exact import elastic as elastic_rows
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.policies import solve_lexicographic
-from optsched.exact.prep import JobData, dominating_point, job_classes, job_data, node_classes
+from optsched.exact.prep import JobData, dominating_point, job_data, node_classes
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -179,6 +181,9 @@ class RoundModel:
     #: per node: GPUs used and cores used (linear expressions), for symmetry breaking
     usage_g: dict[int, Any] = field(default_factory=dict)
     usage_c: dict[int, Any] = field(default_factory=dict)
+    #: elastic jobs (contract v2): the model's ``instance`` is this expansion's rigid variant round
+    #: (optsched.elastic); ``add_hint`` and ``read_schedule`` speak the original round's job ids
+    elastic: Expansion | None = None
     #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf)
     drf_min: cp_model.IntVar | None = None
     #: the whole free GPUs (round.packing; set by exact.policies.add_packing) and, after a staged
@@ -500,9 +505,11 @@ class RoundModel:
                 self.model.add(key_a >= key_b)
 
     def add_job_symmetry(self) -> None:
-        """Of interchangeable jobs, an earlier one is selected whenever a later one is."""
+        """Of interchangeable jobs, an earlier one is selected whenever a later one is (elastic
+        jobs: an earlier one runs with at least the size of a later one, exact.elastic)."""
         sel = {j: (sum(lits) if lits else 0) for j, lits in self.job_literals().items()}
-        for cls in job_classes(self.instance, self.data):
+        elastic_rows.add_elastic_symmetry(self)
+        for cls in elastic_rows.variant_classes(self, self.data):
             for a, b in zip(cls, cls[1:], strict=False):
                 if isinstance(sel[b], int):
                     continue
@@ -597,15 +604,19 @@ class RoundModel:
             jobs = {j: Assignment({rename.get(n, n): g for n, g in a.nodes.items()}, a.cpus_per_gpu, a.mem_per_gpu_gb)
                     for j, a in jobs.items()}
         if self.job_symmetry:
-            for cls in job_classes(inst, self.data):
+            for cls in elastic_rows.variant_classes(self, self.data):
                 ids = [inst.jobs[j].id for j in cls]
                 given = [jobs.pop(j) for j in ids if j in jobs]
                 jobs.update(zip(ids, given, strict=False))
+            if self.elastic is not None:
+                jobs = elastic_rows.canonical_jobs(self.elastic, jobs)
         return Schedule(schedule.instance, jobs)
 
     def add_hint(self, schedule: Schedule) -> None:
         """Hint every variable (a complete hint) from a feasible schedule."""
         self.model.clear_hints()
+        if self.elastic is not None:  # original job ids -> the variants of the sizes they got
+            schedule = self.elastic.to_model(schedule)
         schedule = self.canonical(schedule)
         for var, v in self.schedule_to_values(schedule):
             self.model.add_hint(var, v)
@@ -641,6 +652,8 @@ class RoundModel:
                 alloc = {inst.nodes[n].id: solver.value(v) for n, v in self.y_jp.get((j, p), [])}
                 alloc = {n: g for n, g in alloc.items() if g > 0}
                 jobs[d.job.id] = Assignment(alloc, d.points[p].cpus, d.points[p].mem)
+        if self.elastic is not None:  # variants -> the original elastic jobs
+            return self.elastic.to_original(Schedule(inst.name, jobs))
         return Schedule(inst.name, jobs)
 
     def _match(self, js: list[tuple[int, int]], free: list[int]) -> list[int]:
@@ -666,15 +679,18 @@ class RoundModel:
 
 
 def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts: dict[str, Any], deadline: float,
-                forced: list[int] | None = None) -> RoundModel:
+                forced: list[int] | None = None, elastic: Expansion | None = None) -> RoundModel:
     """Build every constraint family (raises :class:`OutOfTime` past ``deadline``); with
     ``forced`` (job indices; ``[]`` for none) also the round's policy families
-    (:mod:`optsched.exact.policies`)."""
-    m = RoundModel(instance, data, scale, deadline, lifted_rows=opts["lifted_rows"], split_cuts=opts["split_cuts"])
+    (:mod:`optsched.exact.policies`). With ``elastic`` (whose rigid round is ``instance``; ``forced``
+    then holds original job indices) at most one variant of each elastic job runs."""
+    m = RoundModel(instance, data, scale, deadline, lifted_rows=opts["lifted_rows"], split_cuts=opts["split_cuts"],
+                   elastic=elastic)
     m.add_whole_variables()
     m.add_split_variables()
     m.add_pool_link()
     m.add_job_selection()
+    elastic_rows.add_variant_selection(m)
     m.add_split_gang()
     m.add_spread_value()
     m.add_node_capacity()
@@ -720,13 +736,20 @@ class CpSatSolver:
         start = time.perf_counter()
         deadline = start + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
         opts = _check_options(options)
-        data = job_data(instance)
-        scale = make_scale(instance, data)
+        # elastic jobs (contract v2): the model is built on the rigid round of their size variants
+        exp = expand(instance) if has_elastic(instance) else None
+        model_inst = instance if exp is None else exp.instance
+        data = job_data(model_inst)
+        scale = make_scale(model_inst, data)
         candidates = []
         if hint is not None:
             candidates.append(hint)
         if opts["greedy_hint"] or hint is None:
-            candidates.append(greedy_schedule(instance, data))
+            candidates.append(greedy_schedule(instance, data if exp is None else None))
+            if exp is not None:  # sizes chosen by marginal value, not only the nominal ones
+                from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+
+                candidates.append(fungible_greedy_schedule(instance))
         share = opts["lns_share"]
         if share is None:
             cells = len(instance.jobs) * len(instance.nodes)
@@ -765,7 +788,7 @@ class CpSatSolver:
                                  "lp_bound": lp_bound}
 
         try:
-            model = build_model(instance, data, scale, opts, deadline, forced)
+            model = build_model(model_inst, data, scale, opts, deadline, forced, exp)
         except OutOfTime:
             stats["build_s"] = time.perf_counter() - start
             stats["note"] = "time limit reached while building the model; returning the hint"
@@ -806,7 +829,7 @@ class CpSatSolver:
             stats["forcing_infeasible"] = sorted(instance.jobs[j].id for j in forced)
             forced = []
             try:
-                model = build_model(instance, data, scale, opts, deadline, forced)
+                model = build_model(model_inst, data, scale, opts, deadline, forced, exp)
             except OutOfTime:
                 stats["note"] = "time limit reached while rebuilding without forced jobs; returning the hint"
                 return Result(incumbent, Status.TIME_LIMIT, incumbent_value, lp_bound, self.name, "exact",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
+from optsched.exact.elastic import original_jobs, original_selection, variants_of
 from optsched.round_policies import drf_capacity, drf_scale, drf_tenants, drf_usage, packing_tolerance
 
 if TYPE_CHECKING:
@@ -37,10 +38,11 @@ def selection(m: RoundModel) -> dict[int, cp_model.LinearExprT]:
 
 
 def add_quota_reclaim(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> None:
-    """Quotas: ``used_t = sum_j gpus_j sel_j`` over tenant t's jobs; ``borrow`` is true when any
-    tenant holds more than its quota or any job without a tenant runs; a job j of tenant t with
-    ``gpus_j <= quota_t`` that is left out while ``borrow`` holds forces ``used_t + gpus_j > quota_t``
-    (it does not fit in the rest of t's quota)."""
+    """Quotas: ``used_t = sum_j gpus_j sel_j`` over tenant t's jobs (an elastic job's variants
+    count their own sizes); ``borrow`` is true when any tenant holds more than its quota or any job
+    without a tenant runs; a job j of tenant t with ``g_j <= quota_t`` that is left out while
+    ``borrow`` holds forces ``used_t + g_j > quota_t`` (it does not fit in the rest of t's quota;
+    ``g_j``: its gpus, an elastic job's smallest size)."""
     inst = m.instance
     quotas = inst.round.tenants or {}
     model = m.model
@@ -55,50 +57,57 @@ def add_quota_reclaim(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> No
         if isinstance(expr, int) and expr <= limit:
             continue
         model.add(expr <= limit + total * borrow)
-    for t, js in members.items():
-        if t is None:
+    osel = original_selection(m, sel)  # the rule is about jobs, not an elastic job's variants
+    for j, job in enumerate(original_jobs(m)):
+        t = job.tenant
+        if t not in quotas:
             continue
-        for j in js:
-            g = m.data[j].job.gpus
-            if g > quotas[t]:
-                continue
-            if isinstance(sel[j], int):  # the job has no mode: it is always out
-                model.add(used[t] >= quotas[t] + 1 - g).only_enforce_if(borrow)
-                continue
-            out = model.new_bool_var(f"out[{j}]")
-            model.add(sel[j] == 0).only_enforce_if(out)
-            model.add(sel[j] == 1).only_enforce_if(out.Not())
-            model.add(used[t] >= quotas[t] + 1 - g).only_enforce_if([borrow, out])
+        g = min(job.sizes)
+        if g > quotas[t]:
+            continue
+        if isinstance(osel[j], int):  # the job has no mode: it is always out
+            model.add(used[t] >= quotas[t] + 1 - g).only_enforce_if(borrow)
+            continue
+        out = model.new_bool_var(f"out[{j}]")
+        model.add(osel[j] == 0).only_enforce_if(out)
+        model.add(osel[j] == 1).only_enforce_if(out.Not())
+        model.add(used[t] >= quotas[t] + 1 - g).only_enforce_if([borrow, out])
 
 
 def add_move_budget(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> None:
     """Moves: ``sum over running j of (sel_j - stay_j) <= max_moves``, where ``stay_j`` is the
     stay-at-home literal of the job's mode (``h[j,p]`` on one node, ``stay[j]`` for a split job
     that keeps its nodes); any other mode of a running job counts as a move (a pooled mode may
-    land on the job's node when read back, so the count can only overstate the moves)."""
+    land on the job's node when read back, so the count can only overstate the moves). An elastic
+    job runs if any variant does and stays only in the variant of its current size."""
     inst = m.instance
     home: dict[int, list[cp_model.IntVar]] = {}
     for (j, _p), var in m.h.items():
         home.setdefault(j, []).append(var)
+    osel = original_selection(m, sel)
     terms = []
-    for d in m.data:
-        if d.job.placement is None or isinstance(sel[d.index], int):
+    for j, job in enumerate(original_jobs(m)):
+        if job.placement is None or isinstance(osel[j], int):
             continue
-        stays = list(home.get(d.index, []))
-        if d.index in m.stay:
-            stays.append(m.stay[d.index])
-        terms.append(sel[d.index] - sum(stays))
+        stays = []
+        for v in variants_of(m, j):
+            stays += home.get(v, [])
+            if v in m.stay:
+                stays.append(m.stay[v])
+        terms.append(osel[j] - sum(stays))
     if terms:
         m.model.add(sum(terms) <= int(inst.round.max_moves or 0))
 
 
 def add_forced_jobs(m: RoundModel, sel: dict[int, cp_model.LinearExprT], forced: list[int]) -> None:
-    """Deadlines: every forced (urgent) job runs, ``sel_j = 1``."""
+    """Deadlines: every forced (urgent) job runs, ``sel_j = 1`` (``forced``: original job indices;
+    an elastic job runs in one of its variants)."""
+    osel = original_selection(m, sel)
     for j in forced:
-        if isinstance(sel[j], int):  # no mode at all: the forcing is infeasible (the caller relaxes it)
+        if isinstance(osel[j], int):  # no mode at all: the forcing is infeasible (the caller relaxes it)
             m.model.add_bool_or([])
         else:
-            m.model.add(sel[j] == 1)
+            m.model.add(osel[j] == 1)
 
 
 def add_drf(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> cp_model.IntVar | None:

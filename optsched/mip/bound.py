@@ -62,6 +62,12 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
         raise InputError("backend", backend, f"unknown LP backend; known: {list(BACKENDS)}")
     if relaxation not in RELAXATIONS:
         raise InputError("relaxation", relaxation, f"unknown relaxation; known: {list(RELAXATIONS)}")
+    if any(j.elastic is not None for j in instance.jobs):
+        # elastic jobs (contract v2): their size variants as independent rigid jobs (no "at most one
+        # variant" row) relax the round, so that round's LP bound is valid here (optsched.elastic)
+        from optsched.elastic import expand
+
+        instance = expand(instance).instance
     data = RoundData(instance)
     model = bound_model(instance, relaxation, data)
     if model.num_vars == 0:
