@@ -341,9 +341,10 @@ def packing_choice(instance: Instance, plain: Schedule, candidates: Iterable[Sch
     and packed ``candidates``: among ``consolidate(plain)`` and the candidates whose worth is at
     least ``(1 - tolerance) x worth(plain)``, the most whole free GPUs, then the most worth. So
     the result never has fewer whole free GPUs than ``plain`` nor less than ``1 - tolerance`` of
-    its worth (``consolidate`` keeps the worth exactly)."""
-    floor = (1.0 - packing_tolerance(instance)) * schedule_value(instance, plain)
-    best = consolidate(instance, plain)
+    its worth (``consolidate`` may migrate running jobs for up to ``tolerance x worth(plain)``)."""
+    worth = schedule_value(instance, plain)
+    floor = (1.0 - packing_tolerance(instance)) * worth
+    best = consolidate(instance, plain, packing_tolerance(instance) * worth)
     best_key = (whole_free_gpus(instance, best.jobs), schedule_value(instance, best))
     for s in candidates:
         v = schedule_value(instance, s)
@@ -361,21 +362,27 @@ def _movable(job: Job, nodes: Mapping[str, int]) -> bool:
     return len(nodes) == 1 and (job.placement is None or dict(job.placement) != dict(nodes))
 
 
-def consolidate(instance: Instance, schedule: Schedule) -> Schedule:
-    """Empty lightly used nodes without changing the schedule's worth or its policy rules.
+def consolidate(instance: Instance, schedule: Schedule, budget: float = 0.0) -> Schedule:
+    """Empty lightly used nodes, giving up at most ``budget`` of worth (Gandiva's migration).
 
     Nodes in use are visited from the least used (GPUs, then id). A node is emptied when every job
-    on it is movable (:func:`_movable`) and each fits, at its own grid point, on another node of
-    the same GPU type that is already in use (best fit: fewest GPUs left, then cores, memory,
-    index). Same type, same point, one node and not at home before or after (or landing home,
-    which only raises its value): every job keeps its value, and the set of scheduled jobs, the
-    running jobs that move and the tenants' GPUs are unchanged, so quotas, max_moves, deadlines
-    and DRF keep what they had. Each emptied node frees all its GPUs and uses no new node, so the
-    pass never lowers :func:`whole_free_gpus`; it repeats until a sweep empties nothing.
+    on it is on that node alone and each fits, at its own grid point, on another node of the same
+    GPU type that is already in use (best fit: fewest GPUs left, then cores, memory, index).
+    Movable jobs (:func:`_movable`: not running, or moving anyway) keep their value (same type,
+    point, one node; landing home only raises it). A running job at home may be migrated too when
+    its loss (its value x ``restart_s / duration_s``) fits in what is left of ``budget`` and the
+    moves stay within ``round.max_moves``. The set of scheduled jobs and the tenants' GPUs never
+    change, so quotas, deadlines and DRF keep what they had, and max_moves is kept. Each emptied
+    node frees all its GPUs and uses no new node, so the pass never lowers
+    :func:`whole_free_gpus`; it repeats until a sweep empties nothing. With ``budget = 0`` the
+    worth never falls.
     """
     import numpy as np
 
     jobs = dict(schedule.jobs)
+    left_budget = budget
+    max_moves = instance.round.max_moves
+    moves = len(_moves(instance, jobs)) if max_moves is not None else 0
     nodes = instance.nodes
     n_nodes = len(nodes)
     free = np.array([[n.gpus, n.cpus, n.mem_gb] for n in nodes], dtype=np.int64).reshape(n_nodes, 3)
@@ -392,7 +399,15 @@ def consolidate(instance: Instance, schedule: Schedule) -> Schedule:
         order = sorted(on, key=lambda i: (nodes[i].gpus - int(free[i, 0]), i))
         for i in order:
             here = on.get(i)
-            if not here or not all(_movable(instance.job(j), jobs[j].nodes) for j in here):
+            if not here or any(len(jobs[j].nodes) != 1 for j in here):
+                continue
+            pinned = [j for j in here if not _movable(instance.job(j), jobs[j].nodes)]
+            cost = 0.0
+            for j in pinned:
+                job = instance.job(j)
+                cost += assignment_value(instance, job, jobs[j]) * min(1.0, job.restart_s / instance.round.duration_s)
+            if pinned and (cost > left_budget + 1e-12 or (max_moves is not None and moves + len(pinned) > max_moves)
+                           or any(instance.job(j).restart_s >= instance.round.duration_s for j in pinned)):
                 continue
             used = np.array([bool(on.get(k)) for k in range(n_nodes)]) & (types == nodes[i].gpu_type)
             used[i] = False
@@ -419,6 +434,8 @@ def consolidate(instance: Instance, schedule: Schedule) -> Schedule:
                 continue
             free = trial
             del on[i]
+            left_budget -= cost
+            moves += len(pinned)
             for jid, k in dest.items():
                 a = jobs[jid]
                 jobs[jid] = Assignment({nodes[k].id: a.gpus}, a.cpus_per_gpu, a.mem_per_gpu_gb)
