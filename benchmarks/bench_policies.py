@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sim import WORKLOADS  # noqa: E402
 
-POLICIES = ("fifo", "las", "srtf", "gittins", "themis", "gavel", "maxmin")
+POLICIES = ("fifo", "las", "srtf", "gittins", "themis", "gavel", "gavel-makespan", "maxmin")
 ALLOCATORS = ("fungible-greedy", "fixed-demand")
 LOAD = 1.6
 FIELDS = ("workload", "policy", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "mean_rho",

@@ -15,7 +15,10 @@ job, like the policies of :mod:`optsched.sim.policies`, so any of them runs with
 * ``gavel`` -- heterogeneity-aware max-min of normalised effective throughput: the jobs furthest
   below the throughput an equal share of the cluster would give them weigh most, and each weight
   is divided by the job's equal-share GPU speed, so the round's value of a placement is its
-  throughput *relative to the job's equal share*: fast GPUs go to the jobs they speed up most.
+  throughput *relative to the job's equal share*: fast GPUs go to the jobs they speed up most;
+* ``gavel-makespan`` -- Gavel's makespan policy as weights: a job's weight grows with its
+  remaining run time at its equal-share speed (the jobs that set the makespan first), divided by
+  that speed as for ``gavel``, so each round does the most makespan-critical work per GPU-second.
 
 Order-based policies use :func:`~optsched.sim.policies.rank_weights` (head weighs 1, tail
 ``1 / spread``).
@@ -31,7 +34,8 @@ import numpy as np
 from optsched.errors import InputError
 from optsched.sim.policies import QueueState, _check_spread, rank_weights
 
-__all__ = ["LITERATURE_POLICIES", "FinishTimeFairness", "GavelMaxMin", "GittinsIndex", "SRTF", "finish_time_fairness", "gittins_index"]
+__all__ = ["LITERATURE_POLICIES", "FinishTimeFairness", "GavelMakespan", "GavelMaxMin", "GittinsIndex", "SRTF", "finish_time_fairness",
+           "gittins_index"]
 
 
 def _need(state: QueueState, name: str, policy: str) -> np.ndarray | float:
@@ -219,4 +223,36 @@ class GavelMaxMin:
         return 1.0 / (1.0 + (self.spread - 1.0) * share) / np.maximum(eq, 1e-12)
 
 
-LITERATURE_POLICIES: dict[str, type] = {"srtf": SRTF, "gittins": GittinsIndex, "themis": FinishTimeFairness, "gavel": GavelMaxMin}
+@dataclass(frozen=True)
+class GavelMakespan:
+    """Gavel's makespan objective as round weights (an approximation; formulations/policies.md).
+
+    Gavel minimises the time to finish every job, ``max_j R_j / X_j`` over time-shares ``X``; its
+    fluid optimum runs every job at a rate proportional to its remaining work so that all finish
+    together. A round picks whole placements, not shares, so here each job weighs in proportion to
+    its remaining time at its equal-share speed, ``T_j = R_j / e_j``::
+
+        w_j = (1 / spread + (1 - 1 / spread) x T_j / max_k T_k) / e_j
+
+    -- the round's worth is then ``sum_j T_j x (rate_j / e_j)``: the makespan-critical work done
+    this round, relative to each job's equal share (fast GPUs go to the long jobs they speed up
+    most). The longest jobs weigh 1, a job about to finish ``1 / spread``. Weights follow the
+    remaining work, so they change every round (no ``stable_for``).
+    """
+
+    spread: float = 100.0
+    name: str = "gavel-makespan"
+
+    def __post_init__(self) -> None:
+        _check_spread(self.spread)
+
+    def weights(self, state: QueueState) -> np.ndarray:
+        eq = np.maximum(np.asarray(_need(state, "equal_speed", "gavel-makespan"), dtype=np.float64), 1e-12)
+        t = np.maximum(state.remaining_s, 0.0) / eq
+        top = float(t.max()) if t.size else 0.0
+        share = t / top if top > 0 else np.ones_like(t)
+        return (1.0 / self.spread + (1.0 - 1.0 / self.spread) * share) / eq
+
+
+LITERATURE_POLICIES: dict[str, type] = {"srtf": SRTF, "gittins": GittinsIndex, "themis": FinishTimeFairness, "gavel": GavelMaxMin,
+                                        "gavel-makespan": GavelMakespan}
