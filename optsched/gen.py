@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from optsched import catalogue
+from optsched.elastic import elastic_spec
 from optsched.errors import InputError
 from optsched.model import Instance, Job, Node, Round
 
@@ -266,6 +267,7 @@ def generate(
     grid: str = "full",
     duration_s: float = 300.0,
     name: str | None = None,
+    elastic_share: float = 0.0,
 ) -> Instance:
     """A random, valid round of ``nodes`` servers and ``jobs`` jobs, the same for the same arguments.
 
@@ -284,6 +286,10 @@ def generate(
       or a ``(low, high)`` range drawn per job, rounded to 2 decimals (restart to whole seconds).
     - ``restrict_fraction``: share of jobs (on clusters with several types) allowed only one
       GPU type, one that can hold them.
+    - ``elastic_share``: share of jobs that are elastic (contract v2, so the instance is version 2):
+      sizes from a quarter to four times their gang in powers of two (at most the largest GPU
+      type's total) with an Amdahl scaling curve per model (:func:`optsched.elastic.elastic_spec`).
+      Drawn after everything else, so the rest of the instance is the same as with 0.
     """
     if not _is_int(nodes) or nodes < 1:
         raise InputError("nodes", nodes, "must be an integer >= 1")
@@ -300,7 +306,8 @@ def generate(
     if tightness is not None and (isinstance(tightness, bool) or not isinstance(tightness, (int, float))
                                   or not math.isfinite(tightness) or tightness <= 0):
         raise InputError("tightness", tightness, "must be a positive number (demanded / available GPUs)")
-    for field_name, v in (("running_fraction", running_fraction), ("restrict_fraction", restrict_fraction)):
+    for field_name, v in (("running_fraction", running_fraction), ("restrict_fraction", restrict_fraction),
+                          ("elastic_share", elastic_share)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
             raise InputError(field_name, v, "must be a share in [0, 1]")
     if not isinstance(fair, bool):
@@ -338,6 +345,7 @@ def generate(
     restrict_draw = rng.random(n)
     pick_draw = rng.random(n)
     running_order = rng.permutation(n)
+    elastic_draw = rng.random(n) if elastic_share > 0 else np.ones(n)
     types = list(per_type)
 
     job_list: list[Job] = []
@@ -352,6 +360,7 @@ def generate(
             weight=round(float(weight_draw[i]), 2) or 0.01, model=model,
             gpu_speed=speeds if len(types) > 1 or speeds.get(types[0], 1.0) != 1.0 else None,
             spread_factor=round(float(spread_draw[i]), 2) if g > 1 else 1.0,
+            elastic=elastic_spec(model, g, max(per_type.values())) if elastic_draw[i] < elastic_share else None,
         ))
 
     # running jobs: a feasible placement at demand, packed into the cluster in random order
@@ -376,7 +385,7 @@ def generate(
 
 def _fields(job: Job) -> dict[str, Any]:
     return {f: getattr(job, f) for f in ("id", "gpus", "profile", "demand", "weight", "model", "gpu_speed",
-                                          "spread_factor", "placement", "restart_s")}
+                                          "spread_factor", "placement", "restart_s", "elastic")}
 
 
 # --- size classes ---------------------------------------------------------------------------------

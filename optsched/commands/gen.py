@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     jb.add_argument("--spread-factor", help="multi-GPU jobs' spread factor: 'F' or 'LOW,HIGH'")
     jb.add_argument("--weights", help="job weights (log-uniform): 'W' or 'LOW,HIGH'")
     jb.add_argument("--restrict-fraction", type=float, help="share of jobs allowed only one GPU type")
+    jb.add_argument("--elastic-share", type=float,
+                    help="share of jobs that are elastic (contract v2): sizes gpus/4 .. 4 x gpus, Amdahl scaling per model")
     jb.add_argument("--duration", type=float, dest="duration_s", help="round length in seconds (default 300)")
     out = p.add_argument_group("output")
     out.add_argument("-o", "--out", help="a FILE.json / FILE.json.gz (one instance) or a DIRECTORY; stdout if absent")
@@ -82,7 +84,7 @@ def generator_options(args: argparse.Namespace) -> dict[str, Any]:
         "gpus_per_node": args.gpus_per_node, "cpus_per_node": args.cpus_per_node,
         "mem_per_node_gb": args.mem_per_node_gb, "rack_size": args.rack_size, "tightness": args.tightness,
         "grid": args.grid, "fair": args.fair, "running_fraction": args.running_fraction,
-        "restrict_fraction": args.restrict_fraction, "duration_s": args.duration_s,
+        "restrict_fraction": args.restrict_fraction, "duration_s": args.duration_s, "elastic_share": args.elastic_share,
         "restart_s": _floats("--restart-s", args.restart_s),
         "spread_factor": _floats("--spread-factor", args.spread_factor),
         "weights": _floats("--weights", args.weights),

@@ -747,9 +747,9 @@ class CpSatSolver:
         if opts["greedy_hint"] or hint is None:
             candidates.append(greedy_schedule(instance, data if exp is None else None))
             if exp is not None:  # sizes chosen by marginal value, not only the nominal ones
-                from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+                from optsched.heuristics.fungible_greedy import FungibleGreedy
 
-                candidates.append(fungible_greedy_schedule(instance))
+                candidates.append(FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule)
         share = opts["lns_share"]
         if share is None:
             cells = len(instance.jobs) * len(instance.nodes)

@@ -8,9 +8,11 @@ fungible-greedy >= fixed-demand holds by construction.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 from optsched.heuristics.common import Cluster, job_order, place
+from optsched.heuristics.elastic import grow, knapsack_place, place_sized
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
@@ -47,9 +49,12 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedu
     return plain if packed is None else packing_choice(instance, plain, [packed])
 
 
-def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool) -> tuple[Schedule, Schedule | None]:
+def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool,
+                   knapsack: bool = False) -> tuple[Schedule, Schedule | None]:
     """The plain fungible-greedy schedule and, with ``want_packed``, the one whose lean placement
-    was consolidated before the leftover CPU/memory pass."""
+    was consolidated before the leftover CPU/memory pass; jobs are placed in
+    :func:`~optsched.heuristics.common.job_order`, or with ``knapsack`` by value per GPU with
+    elastic growth in the same queue (:func:`~optsched.heuristics.elastic.knapsack_place`)."""
     cl = Cluster(instance)
     tg = max(1, sum(n.gpus for n in instance.nodes))
     cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
@@ -62,6 +67,7 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
         chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
         pts_of[jid] = _eligible(instance, instance.job(jid))
+    lean: dict[str, tuple[int, int]] = {}
     for job in job_order(instance):
         if job.id in chosen:
             continue
@@ -71,11 +77,17 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
             pts = _eligible(instance, job)
             hit = cache[key] = (pts, _lean_point(job, pts, cpg, mpg))
         pts, (c, m) = hit
-        nodes = place(instance, cl, job, c, m)
+        pts_of[job.id] = pts
+        if knapsack:
+            lean[job.id] = (c, m)
+            continue
+        nodes = place(instance, cl, job, c, m) if job.elastic is None else place_sized(instance, cl, job, c, m)
         if nodes is None:
             continue
         chosen[job.id] = (nodes, c, m)
-        pts_of[job.id] = pts
+    if knapsack:
+        knapsack_place(instance, cl, chosen, lean)
+    pts_of = {j: pts_of[j] for j in chosen}
     packed = None
     if want_packed:
         lean = consolidate(instance, Schedule(instance.name, {j: Assignment(n, c, m) for j, (n, c, m) in chosen.items()}))
@@ -84,12 +96,15 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
             cl2.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
         chosen2 = {j: (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb) for j, a in lean.jobs.items()}
         packed = _finish(instance, cl2, chosen2, cpg, mpg, pts_of)
-    return _finish(instance, cl, chosen, cpg, mpg, pts_of), packed
+    return _finish(instance, cl, chosen, cpg, mpg, pts_of, fixed.jobs if fixed is not None else ()), packed
 
 
 def _finish(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]], cpg: float, mpg: float,
-            pts_of: dict[str, list[tuple[int, int, float]]]) -> Schedule:
-    """The leftover CPU/memory pass on a placement, then the policy repair."""
+            pts_of: dict[str, list[tuple[int, int, float]]], frozen: Collection[str] = ()) -> Schedule:
+    """Elastic jobs grow into free GPUs (not those in ``frozen``), the leftover CPU/memory pass on
+    the placement, then the policy repair."""
+    if any(j.elastic is not None for j in instance.jobs):  # elastic gangs: spend free GPUs by marginal value
+        grow(instance, cl, chosen, frozen)
     _redistribute(instance, cl, chosen, cpg, mpg, pts_of)
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
     s = Schedule(instance=instance.name, jobs=jobs)
@@ -115,8 +130,9 @@ def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[
     info = {}
     for j, (nodes, _, _) in chosen.items():
         job = instance.job(j)
+        g = sum(nodes.values())
         info[j] = (job, [(instance.node_idx(n), k) for n, k in nodes.items()],
-                   job.weight * sum(nodes.values()), job.demand_throughput)
+                   job.weight * (job.scaling(g) or 1.0) * g, job.demand_throughput)
     done: set[str] = set()
     for nid in sorted(by_node):
         group = [j for j in by_node[nid] if j not in done]
@@ -162,6 +178,11 @@ class FungibleGreedy:
         picked = "fungible"
         if fv > v:
             s, v, picked = f, fv, "fixed-demand"
+        if any(j.elastic is not None for j in instance.jobs):  # elastic gangs: also the value-per-GPU knapsack
+            d, _ = _fungible_pair(instance, None, False, knapsack=True)
+            dv = schedule_value(instance, d)
+            if dv > v:
+                s, v, picked = d, dv, "density"
         stats = {"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": fv}
         if packing:  # never fewer whole free GPUs than the plain pick, never below (1 - tolerance) of its worth
             stats.update(plain_objective=v, plain_whole_free_gpus=whole_free_gpus(instance, s.jobs))
