@@ -1,0 +1,170 @@
+"""Gandiva-style consolidation over a trace: does keeping whole nodes idle help the large gangs?
+On bench_policies.py's Philly window, with fungible (cpsat, fungible-greedy) and fixed-demand
+allocation (docs/results.md, "Scheduling policies from the literature").
+
+    python benchmarks/bench_packing.py run --out benchmarks/results/packing.csv
+    python benchmarks/bench_packing.py table benchmarks/results/packing.csv
+
+Variants per allocator (queue policy LAS unless ``--policy``): ``plain`` (no packing),
+``pack`` (``round.packing = "consolidate"``, tolerance 0: only among the worth-optimal schedules
+for cpsat, worth-preserving moves for the heuristics) and ``pack5`` (tolerance 0.05: up to 5 %
+of a round's worth may be given up for idle nodes).
+
+Per run: average and p99 JCT and makespan over all jobs; for the *large* jobs (gangs of at least
+``LARGE`` GPUs, a whole Philly node or more) their average queueing delay (first start minus
+arrival) and average JCT; the average JCT of 1-GPU jobs; and, from each solved round's schedule,
+time-weighted over the rounds with active jobs, the whole free GPUs (on wholly idle nodes) and
+the fragmentation (share of free GPUs on partly used nodes). Load average is recorded beside wall
+time (shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_policies import LOAD, run_resumable  # noqa: E402
+from bench_sim import WORKLOADS  # noqa: E402
+
+ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
+#: variant -> packing tolerance (None: no packing)
+VARIANTS: dict[str, float | None] = {"plain": None, "pack": 0.0, "pack5": 0.05}
+POLICY = "las"
+LARGE = 8
+FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "large_jobs", "avg_jct_h", "p99_jct_h", "makespan_h",
+          "large_queue_h", "large_jct_h", "small_jct_h", "whole_free_gpus", "fragmentation", "gpu_util", "preemptions", "moves",
+          "solver_calls", "wall_s", "loadavg")
+
+
+class FreeRecorder:
+    """Wraps an allocator; keeps each solved round's ``(t, whole free GPUs, free GPUs)``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name = inner, getattr(inner, "name", "alloc")
+        self.rounds: list[tuple[float, int, int]] = []
+
+    def __call__(self, inst: Any) -> Any:
+        out = self.inner(inst)
+        sched = getattr(out, "schedule", out)
+        used: dict[str, int] = {}
+        for a in sched.jobs.values():
+            for n, g in a.nodes.items():
+                used[n] = used.get(n, 0) + g
+        whole = sum(nd.gpus for nd in inst.nodes if nd.gpus > 0 and used.get(nd.id, 0) == 0)
+        free = sum(nd.gpus - used.get(nd.id, 0) for nd in inst.nodes)
+        self.rounds.append((float(re.search(r"-t(\d+)$", inst.name).group(1)), whole, free))
+        return out
+
+
+def free_metrics(res: Any, rec: FreeRecorder) -> dict[str, float]:
+    """Time-weighted whole free GPUs and fragmentation over the rounds with active jobs (a round
+    that reuses the previous schedule counts that schedule's figures)."""
+    r = res.rounds
+    k = -1
+    tot = whole = frag = 0.0
+    for span, solved in zip(r["span_s"], r["solved"], strict=True):
+        if solved > 0:
+            k += 1
+        if k < 0:
+            continue
+        _, w, f = rec.rounds[k]
+        tot += span
+        whole += span * w
+        frag += span * (1.0 - w / f if f else 0.0)
+    return {"whole_free_gpus": whole / tot if tot else 0.0, "fragmentation": frag / tot if tot else 0.0}
+
+
+def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
+    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.experiment import prepare
+    from optsched.sim.policies import get_policy
+
+    w = dict(WORKLOADS[workload])
+    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    opts = {"num_workers": 1} if allocator == "cpsat" else {}
+    rec = FreeRecorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts))
+    tol = VARIANTS[variant]
+    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False,
+                    packing=None if tol is None else "consolidate", packing_tolerance=tol or None)
+    t0 = time.perf_counter()
+    res = simulate(setup.workload, setup.nodes, get_policy(policy), rec, cfg)
+    wall = time.perf_counter() - t0
+    s = res.summary()
+    jobs = res.jobs
+    jct = res.jct_s
+    fin = res.finished
+    large = fin & (jobs["gpus"] >= LARGE)
+    small = fin & (jobs["gpus"] == 1)
+    row: dict[str, Any] = {
+        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
+        "large_jobs": int(large.sum()), "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600,
+        "makespan_h": s["makespan_s"] / 3600,
+        "large_queue_h": float(np.mean(jobs["start_s"][large] - jobs["submit_s"][large])) / 3600 if large.any() else float("nan"),
+        "large_jct_h": float(np.mean(jct[large])) / 3600 if large.any() else float("nan"),
+        "small_jct_h": float(np.mean(jct[small])) / 3600 if small.any() else float("nan"),
+        "gpu_util": s["gpu_util"], "preemptions": s["preemptions"], "moves": s["moves"], "solver_calls": s["solver_calls"],
+        "wall_s": wall, "loadavg": os.getloadavg()[0],
+    }
+    row.update(free_metrics(res, rec))
+    return row
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    for v in args.variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"unknown variant {v!r}; known: {list(VARIANTS)}")
+    grid = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators]
+    run_resumable(Path(args.out), FIELDS, ("workload", "variant", "allocator"), grid,
+                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy),
+                  lambda row: (f"avg JCT {row['avg_jct_h']:.2f} h, large queue {row['large_queue_h']:.2f} h, "
+                               f"whole free {row['whole_free_gpus']:.1f}"),
+                  "packing runs")
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    with open(args.csv) as fh:
+        rows = list(csv.DictReader(fh))
+    rows.sort(key=lambda r: (r["workload"], r["policy"], ALLOCATORS.index(r["allocator"]), list(VARIANTS).index(r["variant"])))
+    print("| policy | allocator | variant | avg JCT (h) | p99 JCT (h) | makespan (h) | large (>= 8 GPUs): queueing delay (h) | large: JCT (h) "
+          "| 1-GPU JCT (h) | whole free GPUs | fragmentation | GPU util | preemptions | moves |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        f = {k: float(r[k]) for k in ("avg_jct_h", "p99_jct_h", "makespan_h", "large_queue_h", "large_jct_h", "small_jct_h",
+                                       "whole_free_gpus", "fragmentation", "gpu_util")}
+        print(f"| {r['policy']} | {r['allocator']} | {r['variant']} | {f['avg_jct_h']:.2f} | {f['p99_jct_h']:.1f} | {f['makespan_h']:.1f} | "
+              f"{f['large_queue_h']:.2f} | {f['large_jct_h']:.2f} | {f['small_jct_h']:.2f} | {f['whole_free_gpus']:.1f} | "
+              f"{f['fragmentation']:.0%} | {f['gpu_util']:.0%} | {r['preemptions']} | {r['moves']} |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", default="benchmarks/results/packing.csv")
+    r.add_argument("--workloads", nargs="+", default=["philly"])
+    r.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--time-limit", type=float, default=1.0)
+    r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
+    r.set_defaults(fn=cmd_run)
+    t = sub.add_parser("table")
+    t.add_argument("csv")
+    t.set_defaults(fn=cmd_table)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
