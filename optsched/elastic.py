@@ -18,14 +18,18 @@ formulations/policies.md ("Elastic gangs") states the rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from optsched.errors import InputError
 from optsched.model import Elastic, Instance, Job
 from optsched.schedule import Assignment, Schedule
 
-__all__ = ["SERIAL_FRACTION", "Expansion", "amdahl_scaling", "elastic_sizes", "elastic_spec", "expand", "has_elastic"]
+__all__ = ["SERIAL_FRACTION", "Expansion", "amdahl_scaling", "elastic_sizes", "elastic_spec", "expand", "has_elastic",
+           "mark_elastic"]
 
 
 def has_elastic(instance: Instance) -> bool:
@@ -177,3 +181,27 @@ def elastic_spec(model: str | None, nominal: int, max_gpus: int, spread: int = 4
     sizes = elastic_sizes(nominal, max(max_gpus, nominal), spread)
     serial = SERIAL_FRACTION.get(model or "", DEFAULT_SERIAL_FRACTION)
     return Elastic(sizes, amdahl_scaling(sizes, nominal, serial))
+
+
+def mark_elastic(jobs: Sequence[tuple[str | None, int]], share: float, seed: int, max_gpus: int,
+                 spread: int = 4) -> list[Elastic | None]:
+    """Per ``(model, gpus)`` job, an :func:`elastic_spec` with probability ``share`` (a numpy
+    generator seeded with ``seed``, one draw per job in order), else ``None``. Jobs of one model and
+    size share one spec object."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or not 0 <= share <= 1:
+        raise InputError("elastic_share", share, "must be a share in [0, 1]")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError("elastic_seed", seed, "must be an integer >= 0")
+    if share == 0 or not jobs:
+        return [None] * len(jobs)
+    draw = np.random.default_rng(seed).random(len(jobs))
+    cache: dict[tuple[str | None, int], Elastic] = {}
+    out: list[Elastic | None] = []
+    for (model, g), x in zip(jobs, draw, strict=True):
+        if x < share:
+            if (model, g) not in cache:
+                cache[(model, g)] = elastic_spec(model, g, max_gpus, spread)
+            out.append(cache[(model, g)])
+        else:
+            out.append(None)
+    return out

@@ -92,7 +92,7 @@ def job_rates(jobs: Sequence[SimJob], nodes: Sequence[Node], fair: bool) -> tupl
             continue
         base = j.profile.at(*j.demand)
         top = max(tp for _c, _m, tp in j.profile.points() if not fair or tp >= base)
-        best[i] = max(speeds) * top / base
+        best[i] = max(speeds) * top / base * (1.0 if j.elastic is None else max(j.elastic.scaling))
         slow[i] = min(speeds)
     return best, slow
 

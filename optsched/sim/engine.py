@@ -11,7 +11,8 @@ Time is cut into rounds of ``round_s`` seconds starting at 0. At each round boun
    preempted, one whose node -> GPU map changes is moved;
 4. advances every running job through the round at rate
    ``gpu_speed[t] x throughput[c][m] x spread_factor^(k-1)`` (samples/s; a job's work is its trace
-   duration times its throughput at the fixed demand).
+   duration times its throughput at the fixed demand), times an elastic job's scaling factor at
+   the GPU count it got this round (``SimConfig.elastic_share``; a size change is a move).
 
 Semantics worth knowing:
 
@@ -141,6 +142,12 @@ class SimConfig:
     #: Gandiva-style consolidation in every round (contract-v2 ``round.packing`` and its tolerance)
     packing: str | None = None
     packing_tolerance: float | None = None
+    #: elastic gangs (contract-v2 job ``elastic``; optsched.elastic): this share of the jobs, drawn
+    #: with ``elastic_seed``, may run with gpus/4 .. 4 x gpus GPUs (Amdahl scaling per model); the
+    #: allocator picks the size every round and a size change is a restart (jobs whose SimJob
+    #: carries an ``elastic`` spec are elastic whatever the share)
+    elastic_share: float = 0.0
+    elastic_seed: int = 0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -157,6 +164,9 @@ class SimConfig:
         slo_mod.mark_deadlines((), self.slo_share, self.slo_slack, 0)  # checks the share and the slack
         if isinstance(self.slo_seed, bool) or not isinstance(self.slo_seed, int) or self.slo_seed < 0:
             raise InputError("slo_seed", self.slo_seed, "must be an integer >= 0")
+        from optsched.elastic import mark_elastic
+
+        mark_elastic((), self.elastic_share, self.elastic_seed, 1)  # checks the share and the seed
 
 
 @dataclass
@@ -185,7 +195,13 @@ class SimResult:
 def _assignment_rate(job: SimJob, a: Assignment, node_type: dict[str, str]) -> float:
     t = node_type[next(iter(a.nodes))]
     speed = 1.0 if job.gpu_speed is None else job.gpu_speed[t]
-    return speed * job.profile.at(a.cpus_per_gpu, a.mem_per_gpu_gb) * job.spread_factor ** (len(a.nodes) - 1)
+    rate = speed * job.profile.at(a.cpus_per_gpu, a.mem_per_gpu_gb) * job.spread_factor ** (len(a.nodes) - 1)
+    if job.elastic is not None:  # an elastic job's throughput at the size it got, relative to its gpus
+        factor = job.elastic.factor(a.gpus)
+        if factor is None:
+            raise SimulationError(f"job {job.id} got {a.gpus} GPUs, not one of {list(job.elastic.gpus)}")
+        rate *= factor
+    return rate
 
 
 def simulate(
@@ -225,6 +241,7 @@ def simulate_steps(
     cfg = config or SimConfig()
     jobs: tuple[SimJob, ...] = tuple(workload.jobs if isinstance(workload, Workload) else workload)
     nodes = tuple(nodes)
+    jobs = _with_elastic(jobs, nodes, cfg)
     n = len(jobs)
     if n and any(jobs[i].submit_s > jobs[i + 1].submit_s for i in range(n - 1)):
         raise InputError("workload", "unsorted", "jobs must be sorted by submit time")
@@ -361,7 +378,7 @@ def simulate_steps(
                 fin = t_fin <= t + span + _EPS * max(1.0, t)
                 eff = np.clip(span - d, 0.0, span)
                 held = np.where(fin, t_fin - t, span)
-                attained[run_idx] += gpus[run_idx] * held
+                attained[run_idx] += alloc[run_idx, 0] * held  # the GPUs held (an elastic job's vary)
                 run_s[run_idx] += held
                 remaining[run_idx] = np.where(fin, 0.0, np.maximum(remaining[run_idx] - r * eff, 0.0))
                 delay_left[run_idx] = np.maximum(d - span, 0.0)
@@ -405,6 +422,8 @@ def simulate_steps(
         "demand_mem_per_gpu_gb": np.array([j.demand[1] for j in jobs], dtype=np.int64),
         "deadline_s": deadline,  #: absolute; nan for best-effort jobs
         "slo": slo,  #: optsched.sim.deadlines.SLO_STATES (0 best-effort, 1 admitted, 2 rejected, 3 demoted)
+        "elastic": np.array([j.elastic is not None for j in jobs], dtype=np.int64),
+        "gpu_s": attained,  #: GPU-seconds held (a rigid job's is gpus x run_s)
     }
     rounds = {k: np.asarray(v, dtype=np.float64) for k, v in rec.items()}
     info = {
@@ -414,7 +433,8 @@ def simulate_steps(
         "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
         "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves,
                            "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed,
-                           "packing": cfg.packing, "packing_tolerance": cfg.packing_tolerance},
+                           "packing": cfg.packing, "packing_tolerance": cfg.packing_tolerance,
+                           "elastic_share": cfg.elastic_share, "elastic_seed": cfg.elastic_seed},
         "jobs": n,
         "arrived": arrived,
         "nodes": len(nodes),
@@ -429,6 +449,21 @@ def simulate_steps(
         "notes": dict(workload.notes) if isinstance(workload, Workload) else {},
     }
     return SimResult(name=cfg.name, jobs=jobs_cols, rounds=rounds, info=info)
+
+
+def _with_elastic(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], cfg: SimConfig) -> tuple[SimJob, ...]:
+    """``jobs`` with ``cfg.elastic_share`` of them (drawn with ``cfg.elastic_seed``, in order)
+    made elastic (:func:`optsched.elastic.mark_elastic`, sizes up to the largest GPU type's total);
+    jobs that carry a spec keep it."""
+    if cfg.elastic_share <= 0:
+        return jobs
+    from optsched.elastic import mark_elastic
+
+    per_type: dict[str, int] = {}
+    for nd in nodes:
+        per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
+    specs = mark_elastic([(j.model, j.gpus) for j in jobs], cfg.elastic_share, cfg.elastic_seed, max(per_type.values(), default=1))
+    return tuple(replace(j, elastic=e) if j.elastic is None and e is not None else j for j, e in zip(jobs, specs, strict=True))
 
 
 def _rounds_unchanged(
@@ -549,7 +584,7 @@ def _instance(
         if b is None:
             s = jobs[j]
             tenant = s.tenant if rnd.tenants is not None and s.tenant in rnd.tenants else None
-            b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant,
+            b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant, elastic=s.elastic,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
         out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j))))

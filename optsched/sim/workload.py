@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.model import Node, Profile
+from optsched.model import Elastic, Node, Profile
 
 __all__ = [
     "Catalogue",
@@ -514,6 +514,9 @@ class SimJob:
     #: absolute simulated time by which an SLO job should finish (``None``: best-effort unless
     #: ``SimConfig.slo_share`` marks it; optsched.sim.deadlines)
     deadline_s: float | None = None
+    #: elastic gang (contract v2): the GPU counts it may run with and the throughput at each,
+    #: relative to ``gpus`` (``None``: rigid unless ``SimConfig.elastic_share`` marks it)
+    elastic: Elastic | None = None
 
     @property
     def work(self) -> float:
