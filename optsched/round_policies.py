@@ -21,8 +21,9 @@ caller's hint). The independent checker re-derives the same rules without this m
   the smallest dominant share of the tenants that can run anything (:func:`drf_level`, in units
   of ``1 / drf_scale``), then worth. A lexicographic objective, not a feasibility rule.
 * **packing** (``round.packing = "consolidate"``): Gandiva-style consolidation. Among the
-  schedules whose worth is within ``packing_tolerance`` of the best, keep the most GPUs on wholly
-  idle nodes (:func:`whole_free_gpus`), so later large gangs find whole nodes; then worth. Also a
+  schedules whose worth is within ``packing_tolerance`` of the best and which run no fewer GPUs,
+  keep the most GPUs on wholly idle nodes (:func:`whole_free_gpus`), so later large gangs find
+  whole nodes; then worth. Also a
   lexicographic objective; heuristics run :func:`consolidate` (a worth-preserving pass that empties
   lightly used nodes) and keep the guarantee of :func:`packing_choice`.
 * **elastic** (job ``elastic``): the job may run with any listed GPU count, worth its value times
@@ -339,16 +340,18 @@ def whole_free_gpus(instance: Instance, jobs: Mapping[str, Assignment]) -> int:
 def packing_choice(instance: Instance, plain: Schedule, candidates: Iterable[Schedule]) -> Schedule:
     """What a heuristic returns in a packing round, given its schedule without packing (``plain``)
     and packed ``candidates``: among ``consolidate(plain)`` and the candidates whose worth is at
-    least ``(1 - tolerance) x worth(plain)``, the most whole free GPUs, then the most worth. So
-    the result never has fewer whole free GPUs than ``plain`` nor less than ``1 - tolerance`` of
-    its worth (``consolidate`` may migrate running jobs for up to ``tolerance x worth(plain)``)."""
+    least ``(1 - tolerance) x worth(plain)`` and which run at least as many GPUs as ``plain``, the
+    most whole free GPUs, then the most worth. So the result never has fewer whole free GPUs nor
+    fewer GPUs in use than ``plain``, nor less than ``1 - tolerance`` of its worth
+    (``consolidate`` keeps the jobs and may migrate running ones for up to ``tolerance x worth(plain)``)."""
     worth = schedule_value(instance, plain)
     floor = (1.0 - packing_tolerance(instance)) * worth
+    in_use = sum(a.gpus for a in plain.jobs.values())
     best = consolidate(instance, plain, packing_tolerance(instance) * worth)
     best_key = (whole_free_gpus(instance, best.jobs), schedule_value(instance, best))
     for s in candidates:
         v = schedule_value(instance, s)
-        if v < floor - 1e-9 * max(1.0, abs(floor)):
+        if v < floor - 1e-9 * max(1.0, abs(floor)) or sum(a.gpus for a in s.jobs.values()) < in_use:
             continue
         k = (whole_free_gpus(instance, s.jobs), v)
         if k > best_key:

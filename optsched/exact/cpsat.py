@@ -772,11 +772,13 @@ class CpSatSolver:
 
         drf = "drf" in policies
         packing = "packing" in policies
-        #: in a packing round, schedules within the tolerance of this worth rank by whole free GPUs first
-        worth_ref = [0.0]
+        #: in a packing round, schedules within the tolerance of this worth that run at least this
+        #: many GPUs rank by whole free GPUs first
+        worth_ref, gpus_ref = [0.0], [0]
 
         def key(s: Schedule, v: float) -> tuple[int, int, bool, float, float]:
-            close = packing and v >= (1.0 - packing_tolerance(instance)) * worth_ref[0] - 1e-6 * max(1.0, worth_ref[0])
+            close = packing and v >= (1.0 - packing_tolerance(instance)) * worth_ref[0] - 1e-6 * max(1.0, worth_ref[0]) \
+                and sum(a.gpus for a in s.jobs.values()) >= gpus_ref[0]
             return (-len(deadline_misses(instance, s)) if forced else 0, drf_level(instance, s.jobs) if drf else 0, close,
                     whole_free_gpus(instance, s.jobs) if close else 0, v)
 
@@ -846,8 +848,9 @@ class CpSatSolver:
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found = model.staged_schedule if model.staged_schedule is not None else model.read_schedule(solver)
             found_value = schedule_value(instance, found)
-            if packing:  # the packing stage's worth reference: the worth stage's optimum (or best found)
+            if packing:  # the packing stage's references: the worth stage's worth and GPUs in use
                 worth_ref[0] = max(worth_ref[0], stats.get("packing_worth_level", 0) / scale.scale, found_value)
+                gpus_ref[0] = stats.get("packing_gpus_level", 0)
             if key(found, found_value) >= key(incumbent, incumbent_value) or (code == cp_model.OPTIMAL and not policies):
                 schedule, objective = found, found_value
             elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from optsched.exact.cpsat import RoundModel
 
 __all__ = ["DRF_STAGE_SHARE", "PACKING_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_move_budget", "add_packing",
-           "add_policy_constraints", "add_quota_reclaim", "selection", "solve_lexicographic"]
+           "add_policy_constraints", "add_quota_reclaim", "gpus_in_use", "selection", "solve_lexicographic"]
 
 #: share of CP-SAT's time limit for the first DRF stage (maximise the smallest dominant share)
 DRF_STAGE_SHARE = 0.5
@@ -169,6 +169,11 @@ def add_packing(m: RoundModel) -> cp_model.LinearExprT:
     return sum(terms) + const
 
 
+def gpus_in_use(m: RoundModel) -> cp_model.LinearExprT:
+    """``sum_j g_j sel_j``: the GPUs the schedule runs (each mode literal of a job times its gang)."""
+    return sum(m.data[j].job.gpus * sum(lits) for j, lits in m.job_literals().items() if lits)
+
+
 def _stage(solver: cp_model.CpSolver, m: RoundModel, share: float, budget: dict[str, float]) -> Any:
     """One solve with ``share`` of the wall (and deterministic) time left in ``budget``."""
     prm = solver.parameters
@@ -188,8 +193,9 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     1. DRF: maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time); fix ``drf_min >=`` the level.
     2. Maximise worth (hinted with the previous stage's schedule).
     3. Packing: fix ``worth >= ceil((1 - tolerance) W)`` (``W``: stage 2's scaled worth) and
-       maximise the whole free GPUs. 4. With a tolerance > 0: fix ``free >=`` that and maximise
-       worth again. Stages 2 and 3 get ``PACKING_STAGE_SHARE`` of the time left when a stage follows.
+       ``gpus_in_use >= U`` (``U``: the GPUs stage 2's schedule runs: the tolerance pays for
+       co-location and migration, not for leaving jobs out to idle nodes) and maximise the whole
+       free GPUs. 4. With a tolerance > 0: fix ``free >=`` that and maximise worth again. Stages 2 and 3 get ``PACKING_STAGE_SHARE`` of the time left when a stage follows.
 
     Returns the CP-SAT status of the staged solve: OPTIMAL only when every stage was proven,
     FEASIBLE when a schedule exists but some stage was not proven; ``m.staged_schedule`` is then
@@ -197,7 +203,8 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     ``m.worth_bound`` to the worth stage's objective bound: later stages only add constraints, so
     it bounds their schedules' worth, and it bounds the lexicographic optimum's worth even when
     stage 1 stops early (that optimum's level is at least the one fixed). Records ``drf_level``,
-    ``drf_level_proven``, ``packing_free_gpus``, ``packing_proven`` in ``stats``."""
+    ``drf_level_proven``, ``packing_worth_level``, ``packing_gpus_level``, ``packing_free_gpus``,
+    ``packing_proven`` in ``stats``."""
     zmin, free = m.drf_min, m.free_gpus
     if zmin is None and free is None:
         return solver.solve(m.model)
@@ -239,8 +246,10 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
         return done(code)
     tol = packing_tolerance(m.instance)
     worth = int(round(solver.objective_value))
-    stats.update(packing_worth_status=solver.status_name(code), packing_worth_level=worth)
+    used = sum(a.gpus for a in m.staged_schedule.jobs.values())
+    stats.update(packing_worth_status=solver.status_name(code), packing_worth_level=worth, packing_gpus_level=used)
     m.model.add(m.worth_expr() >= (math.ceil((1.0 - tol) * worth) if tol > 0 else worth))
+    m.model.add(gpus_in_use(m) >= used)
     m.model.maximize(free)
     m.add_hint(m.staged_schedule)
     code = _stage(solver, m, PACKING_STAGE_SHARE if tol > 0 else 1.0, budget)
