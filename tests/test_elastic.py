@@ -355,3 +355,16 @@ def test_cli_gen_solve_check_on_an_elastic_round(tmp_path, capsys):
     assert main(["check", str(path), str(out)]) == 1
     assert "rule 2" in capsys.readouterr().out
     assert main(["solve", str(path), "--solver", "maifs"]) == 2
+
+
+def test_the_http_models_carry_the_elastic_field():
+    from pydantic import ValidationError
+
+    from optsched.service.schemas import InstanceModel
+
+    d = _elastic_base()
+    assert InstanceModel.model_validate(d).contract_dict() == d
+    assert Instance.from_dict(InstanceModel.model_validate(d).contract_dict()) == Instance.from_dict(d)
+    d["jobs"][1]["elastic"]["gpus"][0] = 0
+    with pytest.raises(ValidationError):
+        InstanceModel.model_validate(d)

@@ -72,6 +72,8 @@ _OVERRIDES: dict[tuple[str, str], Any] = {
     ("Job", "spread_factor"): Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)],
     ("Job", "placement"): Annotated[dict[NonEmpty, Annotated[int, Field(ge=1)]] | None, Field(description="node id -> GPUs held now (running jobs)")],
     ("Job", "restart_s"): Annotated[float, Field(ge=0, allow_inf_nan=False)],
+    ("Elastic", "gpus"): Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, description="GPU counts allowed, increasing")],
+    ("Elastic", "scaling"): Annotated[list[PosFloat], Field(min_length=1, description="throughput at each count relative to the nominal gpus")],
     ("Round", "duration_s"): PosFloat,
     ("Instance", "version"): Literal[tuple(getattr(_model, "CONTRACT_VERSIONS", (_model.CONTRACT_VERSION,)))],  # type: ignore[misc]
 }
@@ -143,6 +145,7 @@ def _generate(cls: type) -> type[_ContractModel]:
 
 NodeModel = _generate(_model.Node)
 ProfileModel = _generate(_model.Profile)
+ElasticModel = _generate(_model.Elastic)
 JobModel = _generate(_model.Job)
 RoundModel = _generate(_model.Round)
 InstanceModel = _generate(_model.Instance)
