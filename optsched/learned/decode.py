@@ -33,7 +33,7 @@ from optsched.learned.policy import NEG, PolicyOutput
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
 
-__all__ = ["Scores", "decode", "log_likelihood", "redistribute_leftover", "scores_of", "target_arrays"]
+__all__ = ["Scores", "decode", "decode_state", "log_likelihood", "redistribute_leftover", "scores_of", "target_arrays"]
 
 _OPEN = NEG / 2  # logits above this are possible choices
 
@@ -95,7 +95,25 @@ def decode(
     leftover: bool = True,
     deadline: float | None = None,
 ) -> Schedule:
-    """A feasible schedule from the policy's scores (greedy; sampled when ``rng`` is given).
+    """A feasible schedule from the policy's scores (greedy; sampled when ``rng`` is given); see
+    :func:`decode_state` for the arguments."""
+    st = decode_state(instance, feats, scores, rng=rng, temperature=temperature, fixed=fixed, leftover=leftover, deadline=deadline)
+    return _schedule(instance, feats, st)
+
+
+def decode_state(
+    instance: Instance,
+    feats: RoundFeatures,
+    scores: Scores,
+    *,
+    rng: np.random.Generator | None = None,
+    temperature: float = 1.0,
+    fixed: dict[int, tuple[dict[int, int], int]] | None = None,
+    leftover: bool = True,
+    deadline: float | None = None,
+) -> _State:
+    """The decoder's state (free capacity per node, each job's nodes and grid point) for the
+    policy's scores: greedy, or sampled when ``rng`` is given.
 
     Each job scans the nodes of its allowed types that still have room for its gang, vectorised
     over (grid point x node), so a round costs O(jobs x nodes) array work but only O(jobs)
@@ -111,7 +129,7 @@ def decode(
         for j, (nodes, p) in fixed.items():
             st.place(j, dict(nodes), p, int(feats.point_c[j, p]), int(feats.point_m[j, p]))
     if J == 0 or N == 0:
-        return _schedule(instance, feats, st)
+        return st
     admit = scores.admit + _gumbel(rng, (J,), temperature)
     order = np.argsort(-admit, kind="stable")
     node_logit = scores.node + _gumbel(rng, scores.node.shape, temperature)
@@ -147,7 +165,7 @@ def decode(
                 st.place(j, nodes, int(p), int(feats.point_c[j, p]), int(feats.point_m[j, p]))
     if leftover and not st.timed_out:
         redistribute_leftover(instance, feats, st)
-    return _schedule(instance, feats, st)
+    return st
 
 
 def _single_node(
@@ -216,7 +234,7 @@ def _split(
                 need -= take
                 if need == 0:
                     break
-            speed = job.speed(instance.gpu_types[int(t)]) or 0.0
+            speed = job.speed(instance.nodes[int(on_t[0])].gpu_type) or 0.0
             worth = feats.point_value[j, p] * speed * job.spread_factor ** (len(nodes) - 1)
             if best is None or worth > best[0] + 1e-12:
                 best = (worth, nodes, p)

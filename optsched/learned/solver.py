@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from optsched.errors import InputError
-from optsched.learned.decode import decode, scores_of
+from optsched.learned.decode import _schedule, decode, decode_state, scores_of
 from optsched.learned.features import featurise
 from optsched.learned.policy import PolicyNet, collate
+from optsched.learned.repair import improve
 from optsched.learned.weights import DEFAULT_WEIGHTS
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -34,6 +35,9 @@ __all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "inference_t
 #: these; on unseen 4-8 node rounds best-of-16 cut the median gap from ~4.7 % to ~0.4 %)
 DEFAULT_SAMPLES = 16
 SAMPLE_CELLS = 4096
+#: the price-guided repair (:mod:`optsched.learned.repair`) runs by default on rounds of more than
+#: REPAIR_CELLS nodes x jobs (where the policy, trained on rounds of at most 6 nodes, packs badly)
+REPAIR_CELLS = 4096
 
 #: the shipped weights (repository ``learned/`` folder)
 
@@ -92,17 +96,19 @@ class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
     decodes within the time limit; default DEFAULT_SAMPLES on rounds of at most SAMPLE_CELLS
     nodes x jobs, else 0), ``temperature`` (default 1.0), ``threads`` (torch threads for the
-    forward pass, default :data:`INFERENCE_THREADS`). Sampling is seeded by ``seed``, so the
-    result is deterministic unless the time limit cuts the samples short. A feasible ``hint`` is
-    kept when it is worth more."""
+    forward pass, default :data:`INFERENCE_THREADS`), ``repair`` (the price-guided repair of
+    :mod:`optsched.learned.repair` after the greedy decode, kept only when it is worth more;
+    default on rounds of more than REPAIR_CELLS nodes x jobs without contract-v2 policies).
+    Sampling is seeded by ``seed``, so the result is deterministic unless the time limit cuts the
+    samples or the repair short. A feasible ``hint`` is kept when it is worth more."""
 
     def solve(
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
     ) -> Result:
         start = time.perf_counter()
-        unknown = set(options) - {"weights", "samples", "temperature", "threads"}
+        unknown = set(options) - {"weights", "samples", "temperature", "threads", "repair"}
         if unknown:
-            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, threads")
+            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, threads, repair")
         n_nodes, n_jobs = instance.size
         samples = options.get("samples", DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
@@ -113,6 +119,13 @@ class LearnedSolver:
         threads = options.get("threads", INFERENCE_THREADS)
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise InputError("threads", threads, "must be a positive integer")
+        repair = options.get("repair")
+        if repair is not None and not isinstance(repair, bool):
+            raise InputError("repair", repair, "must be true or false")
+        if repair is None:
+            from optsched.round_policies import policy_families
+
+            repair = n_nodes * n_jobs > REPAIR_CELLS and not policy_families(instance)
         net = load_policy(options.get("weights"))
         t0 = time.perf_counter()
         feats = featurise(instance)
@@ -122,13 +135,23 @@ class LearnedSolver:
         t1 = time.perf_counter()
         # keep a margin for building the Result; past the deadline the decoder stops placing jobs
         deadline = start + max(0.0, 0.95 * time_limit - 0.02)
-        best = decode(instance, feats, scores, deadline=deadline)
+        st = decode_state(instance, feats, scores, deadline=deadline)
         cut = time.perf_counter() > deadline
+        stats: dict[str, Any] = {}
         if cut:  # the decode stopped placing jobs at the deadline: place the rest greedily around them
             from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 
-            best = fungible_greedy_schedule(instance, fixed=best)
-        best_val = greedy_val = schedule_value(instance, best)
+            best = fungible_greedy_schedule(instance, fixed=_schedule(instance, feats, st))
+            best_val = greedy_val = schedule_value(instance, best)
+        else:
+            t_dec = time.perf_counter()
+            if repair:  # only the winner becomes a Schedule (objectives come from the states)
+                won, best_val = improve(instance, feats, st, deadline=deadline, first_estimate=t_dec - t1, stats=stats)
+                greedy_val = stats["repair_base_objective"]
+                best = _schedule(instance, feats, won if won is not None else st)
+            else:
+                best = _schedule(instance, feats, st)
+                best_val = greedy_val = schedule_value(instance, best)
         t2 = time.perf_counter()
         rng = np.random.default_rng(seed)
         done = 0
@@ -141,7 +164,7 @@ class LearnedSolver:
             done += 1
             if v > best_val + 1e-12:
                 best, best_val = s, v
-        source = "policy"
+        source = "repair" if stats.get("repair_used") else "policy"
         if hint is not None:
             hv = schedule_value(instance, hint)
             if hv > best_val + 1e-12:
@@ -149,10 +172,11 @@ class LearnedSolver:
         stats = {
             "greedy_cut_by_deadline": cut,  # then completed by fungible-greedy
             "featurise_forward_s": t1 - t0,
-            "decode_s": t2 - t1,
+            "decode_s": (t_dec - t1) if not cut else t2 - t1,
             "samples": done,
             "greedy_objective": greedy_val,
             "source": source,
             "weights": str(options.get("weights") or DEFAULT_WEIGHTS.name),
+            **stats,
         }
         return Result(best, Status.FEASIBLE, best_val, None, "maifs", "learned", time.perf_counter() - start, stats)

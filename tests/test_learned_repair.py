@@ -1,0 +1,161 @@
+"""The price-guided repair (``optsched.learned.repair``): always feasible, never worse than its base."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_learned_policy import random_round
+
+from optsched import Instance, Job, Node, Profile, check_schedule
+from optsched.errors import InputError
+from optsched.gen import generate
+from optsched.learned.decode import _schedule, _State, decode_state, scores_of
+from optsched.learned.features import featurise
+from optsched.learned.policy import PolicyNet, collate
+from optsched.learned.repair import (
+    _dual,
+    improve,
+    option_table,
+    price_repack,
+    resource_prices,
+    squeeze_in,
+    state_value,
+    upgrade_points,
+)
+from optsched.learned.solver import LearnedSolver
+from optsched.values import schedule_value
+
+
+@pytest.fixture(scope="module")
+def net() -> PolicyNet:
+    torch.manual_seed(2)
+    return PolicyNet(d_model=16, heads=2, layers=1, d_point=8).eval()
+
+
+def _base(net: PolicyNet, inst: Instance) -> tuple:
+    f = featurise(inst)
+    with torch.no_grad():
+        out = net(collate([f]))
+    return f, decode_state(inst, f, scores_of(out, 0, f))
+
+
+def _round(seed: int, n_nodes: int, n_jobs: int, kind: int, fair: bool) -> Instance:
+    if kind == 0:
+        return random_round(seed, n_nodes, n_jobs, fair=fair)
+    # generator rounds: memory-bound 8-GPU servers, whole-node gangs, several types, running jobs
+    opts: dict = {"grid": "coarse", "tightness": 1.25, "fair": fair}
+    if kind == 2:
+        opts.update(gpu_types={"V100": 2, "P100": 1, "K80": 1}, running_fraction=0.3)
+    return generate(n_nodes, max(n_jobs, 1), seed=seed, **opts)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    n_nodes=st.integers(1, 8),
+    n_jobs=st.integers(0, 30),
+    kind=st.integers(0, 2),
+    fair=st.booleans(),
+)
+def test_repair_is_feasible_and_never_lowers_the_objective(net, seed, n_nodes, n_jobs, kind, fair) -> None:
+    """On random rounds every repack passes the independent checker, its objective is what the
+    checker computes, and improve() returns a state worth at least the decoded one."""
+    try:
+        inst = _round(seed, n_nodes, n_jobs, kind, fair)
+    except InputError:  # a generator draw that cannot exist (e.g. more jobs than the GPUs allow)
+        return
+    f, base = _base(net, inst)
+    base_v = state_value(inst, f, base)
+    assert base_v == pytest.approx(schedule_value(inst, _schedule(inst, f, base)))
+    table = option_table(inst, f)
+    lam, _ = resource_prices(table)
+    for fill_to in (0.9, 1.0):
+        st_ = price_repack(inst, f, table, lam, targets=dict(base.point), fill_to=fill_to)
+        sched = _schedule(inst, f, st_)
+        report = check_schedule(inst, sched)
+        assert report.feasible, list(report)
+        assert report.objective == pytest.approx(state_value(inst, f, st_))
+    stats: dict = {}
+    won, v = improve(inst, f, base, stats=stats)
+    assert v >= base_v - 1e-9
+    assert v == pytest.approx(state_value(inst, f, won))
+    assert check_schedule(inst, _schedule(inst, f, won)).feasible
+    assert stats["repair_used"] == (won is not base)
+
+
+def test_prices_lower_the_dual() -> None:
+    """The cutting-plane prices give a lower dual value than zero prices (the sum of every
+    job's best worth) on a tight generator round, and the repack at them is feasible."""
+    inst = generate(16, 64, seed=3, grid="coarse", tightness=1.25)
+    f = featurise(inst)
+    table = option_table(inst, f)
+    zero, _ = _dual(table, np.zeros_like(table.cap))
+    lam, d = resource_prices(table)
+    assert d < 0.99 * zero
+    assert (lam >= 0).all()
+    st_ = price_repack(inst, f, table, lam)
+    assert check_schedule(inst, _schedule(inst, f, st_)).feasible
+
+
+def _prof() -> Profile:
+    # throughput grows with memory: 10 GB -> 1.0, 40 GB -> 1.5
+    return Profile((1,), (10, 40), ((1.0, 1.5),))
+
+
+def test_squeeze_admits_a_waiting_job_by_lowering_a_neighbour() -> None:
+    """One 2-GPU node with 50 GB: job a runs at 40 GB; job b (1 GPU) waits. Moving a down to 10 GB
+    (loses 0.5) lets b run at 40 GB (worth 1.5): squeeze_in does it."""
+    prof = _prof()
+    inst = Instance("sq", (Node("n", "V100", 2, 8, 50),), (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10))))
+    f = featurise(inst)
+    st_ = _State(f)
+    p40 = int(np.flatnonzero((f.point_m[0] == 40) & f.point_mask[0])[0])
+    st_.place(0, {0: 1}, p40, 1, 40)
+    before = state_value(inst, f, st_)
+    assert squeeze_in(inst, f, st_) == 1
+    sched = _schedule(inst, f, st_)
+    assert check_schedule(inst, sched).feasible
+    assert set(sched.jobs) == {"a", "b"}
+    assert state_value(inst, f, st_) == pytest.approx(before + 1.0)  # 1.5 + 1.0 against 1.5
+
+
+def test_upgrade_points_fills_a_node() -> None:
+    """Jobs at their leanest point move up while their node has room (best gain per resource first)."""
+    prof = _prof()
+    inst = Instance("up", (Node("n", "V100", 2, 8, 60),), (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10))))
+    f = featurise(inst)
+    st_ = _State(f)
+    p10 = int(np.flatnonzero((f.point_m[0] == 10) & f.point_mask[0])[0])
+    st_.place(0, {0: 1}, p10, 1, 10)
+    st_.place(1, {0: 1}, p10, 1, 10)
+    upgrade_points(inst, f, st_)
+    assert sorted(int(f.point_m[j, st_.point[j]]) for j in (0, 1)) == [10, 40]  # 50 GB: only one fits at 40
+    assert check_schedule(inst, _schedule(inst, f, st_)).feasible
+
+
+def test_running_jobs_stay_where_they_are() -> None:
+    """A running job whose best priced option is its own type keeps its nodes (no restart)."""
+    inst = generate(6, 20, seed=5, grid="coarse", tightness=1.0, running_fraction=0.5)
+    f = featurise(inst)
+    table = option_table(inst, f)
+    lam, _ = resource_prices(table)
+    st_ = price_repack(inst, f, table, lam)
+    sched = _schedule(inst, f, st_)
+    running = [j for j in inst.jobs if j.placement is not None and j.id in sched.jobs]
+    assert running
+    assert all(dict(sched.jobs[j.id].nodes) == dict(j.placement) for j in running)
+
+
+def test_solver_repair_option(net) -> None:
+    """``repair`` is validated; with it on, the solver's result is at least the policy's."""
+    inst = generate(8, 32, seed=7, grid="coarse", tightness=1.25)
+    with pytest.raises(InputError):
+        LearnedSolver().solve(inst, time_limit=5, seed=0, repair="yes")
+    off = LearnedSolver().solve(inst, time_limit=5, seed=0, samples=0, repair=False)
+    on = LearnedSolver().solve(inst, time_limit=5, seed=0, samples=0, repair=True)
+    assert on.objective >= off.objective - 1e-9
+    assert on.stats["repair_base_objective"] == pytest.approx(off.objective)
+    assert check_schedule(inst, on.schedule).feasible
