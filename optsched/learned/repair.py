@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog  # imported with the module: its first import takes a second or more
+from ortools.linear_solver import pywraplp
 
 from optsched.learned.decode import _multiplier, _split, _State, redistribute_leftover
 from optsched.learned.features import RoundFeatures
@@ -159,10 +159,10 @@ def _dual(table: OptionTable, lam: np.ndarray) -> tuple[float, np.ndarray]:
 def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -> tuple[np.ndarray, float]:
     """``(prices (3, T), dual value)``: the Lagrangian dual of the aggregate relaxation minimised by
     a cutting-plane method with a trust region (Kelley's, in prices x capacity; each step one
-    small LP over the cuts so far, the region halved when a step does not improve). It converges
-    in 5-20 steps on the library's large rounds (tens of ms), where plain subgradient steps
-    needed hundreds. The dual value bounds the priced model, which charges gangs whole nodes: a
-    guide here, not a proven bound on the round."""
+    small LP over the cuts so far, solved incrementally by GLOP; the region halves when a step
+    does not improve). It converges in 5-20 steps on the library's large rounds (tens of ms),
+    where plain subgradient steps needed hundreds. The dual value bounds the priced model, which
+    charges gangs whole nodes: a guide here, not a proven bound on the round."""
     cap = table.cap
     safe = np.maximum(cap, 1e-9)
     K = cap.size
@@ -172,23 +172,29 @@ def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -
         top = np.where(np.isfinite(table.value), table.value, 0.0).max(axis=(1, 2))
         x.reshape(cap.shape)[0] = float(np.median(top / table.gpus[:, 0, 0])) * cap[0]
     delta = max(float(x.max()), 1.0)
-    cuts_a: list[np.ndarray] = []
-    cuts_b: list[float] = []
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    inf = lp.infinity()
+    xs = [lp.NumVar(0.0, 0.0, "") for _ in range(K)]
+    z = lp.NumVar(-inf, inf, "z")
+    lp.Minimize(z)
     best_d, best_x = np.inf, x.copy()
     for _ in range(iters):
         d, use = _dual(table, x.reshape(cap.shape) / safe)
-        s = np.where(cap > 0, 1.0 - use / safe, 0.0).ravel()  # subgradient in prices x capacity
-        cuts_a.append(np.r_[s, -1.0])
-        cuts_b.append(float(s @ x) - d)
+        sub = np.where(cap > 0, 1.0 - use / safe, 0.0).ravel()  # subgradient in prices x capacity
+        cut = lp.Constraint(-inf, float(sub @ x) - d)  # z >= d + sub . (y - x)
+        for i in np.flatnonzero(sub):
+            cut.SetCoefficient(xs[i], float(sub[i]))
+        cut.SetCoefficient(z, -1.0)
         if d < best_d - 1e-9:
             best_d, best_x = d, x.copy()
         else:
             delta *= 0.5
-        bounds = [(max(0.0, best_x[i] - delta), best_x[i] + delta) if valid[i] else (0.0, 0.0) for i in range(K)] + [(None, None)]
-        res = linprog(np.r_[np.zeros(K), 1.0], A_ub=np.array(cuts_a), b_ub=np.array(cuts_b), bounds=bounds, method="highs")
-        if res.status != 0 or best_d - res.x[-1] <= tol * max(abs(best_d), 1.0):
+        for i in range(K):
+            lo, hi = (max(0.0, best_x[i] - delta), best_x[i] + delta) if valid[i] else (0.0, 0.0)
+            xs[i].SetBounds(lo, hi)
+        if lp.Solve() != pywraplp.Solver.OPTIMAL or best_d - z.solution_value() <= tol * max(abs(best_d), 1.0):
             break
-        x = res.x[:K]
+        x = np.array([v.solution_value() for v in xs])
     return best_x.reshape(cap.shape) / safe, best_d
 
 
