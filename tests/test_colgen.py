@@ -1,0 +1,115 @@
+"""The configuration-LP bound (optsched.mip.colgen): never below the optimum, whenever it stops.
+
+Validity is checked against the brute-force optimum of random tiny rounds (tests/bruteforce.py,
+written from the contract alone), with the column generation run to convergence and cut short
+after one or two iterations (the Lagrangian bound must hold at any duals), and with the memory
+and core rounding of the dynamic program forced on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from optsched.exact.hint import greedy_schedule
+from optsched.mip import colgen
+from optsched.mip.colgen import TAIL, config_bound, split_fraction, supported
+from optsched.model import Instance, Job, Node, Profile, Round
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bruteforce import brute_force, search_size  # noqa: E402
+from strategies import tiny_instances  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances(), iterations=st.sampled_from([1, 2, 10_000]), warm=st.booleans())
+def test_bound_is_at_least_the_brute_force_optimum(inst, iterations, warm):
+    assume(search_size(inst) <= 20000)
+    best, _ = brute_force(inst)
+    res = config_bound(inst, time_limit=10.0, max_iterations=iterations, warm_start=warm,
+                       schedules=[greedy_schedule(inst)])
+    assert res.bound is not None
+    assert res.bound >= best - 1e-7 * max(1.0, best), (res, best)
+    if res.converged:
+        assert res.lp is not None and res.lp <= res.bound + 1e-6
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances(max_nodes=3, max_jobs=4), units=st.sampled_from([2, 3, 5]))
+def test_bound_stays_valid_when_sizes_are_rounded_to_units(inst, units):
+    """Few units per node make the dynamic program round core and memory sizes down."""
+    assume(search_size(inst) <= 20000)
+    best, _ = brute_force(inst)
+    old = colgen.MAX_UNITS
+    colgen.MAX_UNITS = units
+    try:
+        res = config_bound(inst, time_limit=10.0)
+    finally:
+        colgen.MAX_UNITS = old
+    assert res.bound is not None and res.bound >= best - 1e-7 * max(1.0, best)
+
+
+def _partitions(g: int, parts: int, cap: int):
+    """Every way to write g as an ordered sum of `parts` positive integers <= cap (small g only)."""
+    for combo in itertools.product(range(1, cap + 1), repeat=parts):
+        if sum(combo) == g:
+            yield combo
+
+
+@pytest.mark.parametrize("g", [2, 3, 4, 6, 8, 16])
+@pytest.mark.parametrize("sigma", [0.3, 0.81, 0.95, 1.0])
+def test_split_credits_cover_every_split(g, sigma):
+    """The pieces of any split over K nodes are credited at least the split's worth sigma^(K-1)."""
+    for k_nodes in range(2, min(g, 5) + 1):
+        kk = min(k_nodes, TAIL)
+        for parts in _partitions(g, k_nodes, min(g - 1, 8)):
+            credit = sum(split_fraction(k, g, kk, sigma) for k in parts)
+            assert credit >= sigma ** (k_nodes - 1) - 1e-12, (g, sigma, parts, credit)
+    # the tail credit is tight for an even split (Jensen's equality case)
+    if g % TAIL == 0:
+        assert TAIL * split_fraction(g // TAIL, g, TAIL, sigma) == pytest.approx(sigma ** (TAIL - 1))
+
+
+def test_bound_sees_stranded_capacity():
+    """Two 8-GPU, 48-core nodes; an 8-GPU job at 1 core/GPU strands 40 cores of its node. The LP
+    lends those cores to CPU-hungry 1-GPU jobs (14); configurations cannot (optimum 11)."""
+    from optsched.mip.bound import lp_bound
+
+    lang = Profile((1,), (20,), ((1.0,),))
+    hungry = Profile((6, 24), (20,), ((1.0,), (3.0,)))
+    nodes = (Node("n0", "V100", 8, 48, 500), Node("n1", "V100", 8, 48, 500))
+    jobs = (Job("big", 8, lang, (1, 20), weight=5.0, spread_factor=0.5),
+            *(Job(f"h{i}", 1, hungry, (6, 20)) for i in range(3)))
+    inst = Instance("stranded", nodes, jobs, Round(300.0, False))
+    best, _ = brute_force(inst)
+    res = config_bound(inst, time_limit=10.0)
+    assert best == pytest.approx(11.0)
+    assert lp_bound(inst) == pytest.approx(14.0)
+    assert res.converged and best <= res.bound <= 11.5 + 1e-6
+
+
+def test_unsupported_rounds():
+    inst = Instance.from_dict({
+        "version": 2, "name": "v2", "round": {"duration_s": 300, "fair": False, "max_moves": 1},
+        "nodes": [{"id": "n0", "gpu_type": "A", "gpus": 2, "cpus": 4, "mem_gb": 8}],
+        "jobs": [{"id": "j0", "gpus": 1, "profile": {"cpus_per_gpu": [1], "mem_per_gpu_gb": [4], "throughput": [[1.0]]},
+                  "demand": {"cpus_per_gpu": 1, "mem_per_gpu_gb": 4}}]})
+    assert not supported(inst)
+
+
+def test_bound_is_tighter_than_the_lp_on_a_small_bench_round():
+    """small/base 8 x 24 seed 0 (bench_core.py): LP 39.85, best schedule known 38.98."""
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.mip.bound import lp_bound
+
+    inst = generate(8, 24, seed=0, **SIZE_CLASSES["small"].options)
+    res = config_bound(inst, time_limit=20.0)
+    assert res.converged
+    assert 38.98 <= res.bound < lp_bound(inst) - 0.5
+    assert math.isclose(res.bound, res.lp, rel_tol=1e-4)
