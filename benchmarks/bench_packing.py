@@ -3,7 +3,8 @@ On bench_policies.py's Philly window, with fungible (cpsat, fungible-greedy) and
 allocation (docs/results.md, "Scheduling policies from the literature").
 
     python benchmarks/bench_packing.py run --out benchmarks/results/packing.csv
-    python benchmarks/bench_packing.py table benchmarks/results/packing.csv
+    python benchmarks/bench_packing.py run --seed 1 --out benchmarks/results/packing_s1.csv   # another model draw
+    python benchmarks/bench_packing.py table benchmarks/results/packing.csv benchmarks/results/packing_s1.csv
 
 Variants per allocator (queue policy LAS unless ``--policy``): ``plain`` (no packing),
 ``pack`` (``round.packing = "consolidate"``, tolerance 0: only among the worth-optimal schedules
@@ -131,19 +132,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+NUMERIC = ("avg_jct_h", "p99_jct_h", "makespan_h", "large_queue_h", "large_jct_h", "small_jct_h", "whole_free_gpus", "fragmentation",
+           "gpu_util", "preemptions", "moves")
+
+
 def cmd_table(args: argparse.Namespace) -> int:
-    with open(args.csv) as fh:
-        rows = list(csv.DictReader(fh))
-    rows.sort(key=lambda r: (r["workload"], r["policy"], ALLOCATORS.index(r["allocator"]), list(VARIANTS).index(r["variant"])))
-    print("| policy | allocator | variant | avg JCT (h) | p99 JCT (h) | makespan (h) | large (>= 8 GPUs): queueing delay (h) | large: JCT (h) "
-          "| 1-GPU JCT (h) | whole free GPUs | fragmentation | GPU util | preemptions | moves |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        f = {k: float(r[k]) for k in ("avg_jct_h", "p99_jct_h", "makespan_h", "large_queue_h", "large_jct_h", "small_jct_h",
-                                       "whole_free_gpus", "fragmentation", "gpu_util")}
-        print(f"| {r['policy']} | {r['allocator']} | {r['variant']} | {f['avg_jct_h']:.2f} | {f['p99_jct_h']:.1f} | {f['makespan_h']:.1f} | "
+    """One row per (policy, allocator, variant): the mean over the files given (one seed each)."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, str]]] = {}
+    for path in args.csv:
+        with open(path) as fh:
+            for r in csv.DictReader(fh):
+                groups.setdefault((r["workload"], r["policy"], r["allocator"], r["variant"]), []).append(r)
+    keys = sorted(groups, key=lambda k: (k[0], k[1], ALLOCATORS.index(k[2]), list(VARIANTS).index(k[3])))
+    print("| policy | allocator | variant | seeds | avg JCT (h) | p99 JCT (h) | makespan (h) | large (>= 8 GPUs): queueing delay (h) "
+          "| large: JCT (h) | 1-GPU JCT (h) | whole free GPUs | fragmentation | GPU util | preemptions | moves |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for k in keys:
+        rows = groups[k]
+        f = {c: float(np.mean([float(r[c]) for r in rows])) for c in NUMERIC}
+        print(f"| {k[1]} | {k[2]} | {k[3]} | {len(rows)} | {f['avg_jct_h']:.2f} | {f['p99_jct_h']:.1f} | {f['makespan_h']:.1f} | "
               f"{f['large_queue_h']:.2f} | {f['large_jct_h']:.2f} | {f['small_jct_h']:.2f} | {f['whole_free_gpus']:.1f} | "
-              f"{f['fragmentation']:.0%} | {f['gpu_util']:.0%} | {r['preemptions']} | {r['moves']} |")
+              f"{f['fragmentation']:.0%} | {f['gpu_util']:.0%} | {f['preemptions']:.0f} | {f['moves']:.0f} |")
     return 0
 
 
@@ -160,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
     r.set_defaults(fn=cmd_run)
     t = sub.add_parser("table")
-    t.add_argument("csv")
+    t.add_argument("csv", nargs="+", help="one results file per seed")
     t.set_defaults(fn=cmd_table)
     args = ap.parse_args(argv)
     return args.fn(args)
