@@ -118,5 +118,5 @@ register_method(
 )
 register_method(
     "maifs", "learned", "MAIFS-style attention policy distilled from exact solutions, repaired to feasibility",
-    "optsched.learned.solver:LearnedSolver", default=True,
+    "optsched.learned.solver:LearnedSolver", takes_hint=True, default=True,
 )

@@ -479,9 +479,21 @@ def price_repack(
         left = _fill_nodes(feats, st, pool[everywhere], tg[everywhere], val[everywhere], nodes)
         for j in np.concatenate([left, pool[~everywhere]]):
             _put(instance, feats, st, int(j), allowed_on[j] & (feats.node_type == t), by_profit(int(j), t), balance=True)
-    # 4. anything still waiting, where it fits, at its leanest point
+    # 4. running jobs that found no room where the prices sent them stay if they still fit there,
+    #    at the best point that fits; then anything still waiting, where it fits, at its leanest point
     placed[:] = False
     placed[list(st.where)] = True
+    for j in np.flatnonzero(~placed):
+        job = instance.jobs[j]
+        if job.placement is None:
+            continue
+        nodes = {instance.node_idx(n): k for n, k in job.placement.items()}
+        t0 = int(feats.node_type[next(iter(nodes))])
+        for p in by_profit(int(j), t0):
+            if _fits(st, feats, nodes, int(feats.point_c[j, p]), int(feats.point_m[j, p])):
+                _place_on(st, feats, int(j), nodes, int(p))
+                placed[j] = True
+                break
     waiting = np.flatnonzero(~placed)
     if waiting.size:
         top = np.where(np.isfinite(table.value[waiting]), table.value[waiting], 0.0).reshape(waiting.size, -1).max(axis=1)

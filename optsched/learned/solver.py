@@ -22,7 +22,7 @@ from optsched.errors import InputError
 from optsched.learned.decode import _schedule, decode, decode_state, scores_of
 from optsched.learned.features import featurise
 from optsched.learned.policy import PolicyNet, collate
-from optsched.learned.repair import improve
+from optsched.learned.repair import improve, state_value
 from optsched.learned.weights import DEFAULT_WEIGHTS
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -36,8 +36,10 @@ __all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "inference_t
 DEFAULT_SAMPLES = 16
 SAMPLE_CELLS = 4096
 #: the price-guided repair (:mod:`optsched.learned.repair`) runs by default on rounds of more than
-#: REPAIR_CELLS nodes x jobs (where the policy, trained on rounds of at most 6 nodes, packs badly)
-REPAIR_CELLS = 4096
+#: REPAIR_CELLS nodes x jobs: larger than any training round (the policy, trained on rounds of at
+#: most 6 x 16, packs big rounds badly), e.g. the simulator's and the library's medium and large
+#: rounds; on the small benchmark rounds it would cost ~20 ms a round
+REPAIR_CELLS = 512
 
 #: the shipped weights (repository ``learned/`` folder)
 
@@ -92,6 +94,28 @@ def policy_schedule(
     return decode(instance, feats, scores_of(out, 0, feats), rng=rng, temperature=temperature)
 
 
+def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tuple[dict[int, int], int]]:
+    """The decoder's ``fixed`` map (job index -> ({node index: GPUs}, point index)) of a hint's
+    assignments whose grid point is an allowed point of the job (others are left to the decoder)."""
+    out = {}
+    free = np.stack([feats.node_gpus, feats.node_cpus, feats.node_mem]).astype(np.int64)
+    for jid, a in hint.jobs.items():
+        try:
+            j = instance.job_idx(jid)
+            nodes = {instance.node_idx(n): k for n, k in a.nodes.items()}
+        except (KeyError, ValueError):
+            continue
+        hits = np.flatnonzero(feats.point_ok[j] & feats.point_mask[j] & (feats.point_c[j] == a.cpus_per_gpu) & (feats.point_m[j] == a.mem_per_gpu_gb))
+        if not hits.size or sum(nodes.values()) != feats.gpus[j] or any(feats.speed[j, n] <= 0 for n in nodes):
+            continue
+        use = {n: np.array([k, k * a.cpus_per_gpu, k * a.mem_per_gpu_gb]) for n, k in nodes.items()}
+        if all((free[:, n] >= u).all() for n, u in use.items()):  # a hint that does not fit is not trusted
+            for n, u in use.items():
+                free[:, n] -= u
+            out[j] = (nodes, int(hits[0]))
+    return out
+
+
 class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
     decodes within the time limit; default DEFAULT_SAMPLES on rounds of at most SAMPLE_CELLS
@@ -100,7 +124,10 @@ class LearnedSolver:
     :mod:`optsched.learned.repair` after the greedy decode, kept only when it is worth more;
     default on rounds of more than REPAIR_CELLS nodes x jobs without contract-v2 policies).
     Sampling is seeded by ``seed``, so the result is deterministic unless the time limit cuts the
-    samples or the repair short. A feasible ``hint`` is kept when it is worth more."""
+    samples or the repair short. A feasible ``hint`` is kept when it is worth more, and the
+    policy also decodes around it (its jobs fixed where the hint puts them at an allowed grid
+    point; the simulator's hint is the previous round's schedule, so its running jobs stay put),
+    which replaces the plain decode when worth more."""
 
     def solve(
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
@@ -138,6 +165,13 @@ class LearnedSolver:
         st = decode_state(instance, feats, scores, deadline=deadline)
         cut = time.perf_counter() > deadline
         stats: dict[str, Any] = {}
+        hint_fixed = _fixed_from(instance, feats, hint) if hint is not None and not cut else None
+        if hint_fixed:  # the policy also completes the hint around its jobs (e.g. the simulator's running jobs, unmoved)
+            st_h = decode_state(instance, feats, scores, fixed=hint_fixed, deadline=deadline)
+            cut = time.perf_counter() > deadline
+            if not cut and state_value(instance, feats, st_h) > state_value(instance, feats, st) + 1e-12:
+                st = st_h
+                stats["hint_completed"] = True
         if cut:  # the decode stopped placing jobs at the deadline: place the rest greedily around them
             from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 
