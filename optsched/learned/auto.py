@@ -3,9 +3,10 @@
 - :class:`WarmCpSat` (``cpsat+maifs``): CP-SAT warm-started with the policy's schedule (a complete
   hint; with a caller's hint, the better of the two). Exact: CP-SAT's bound is kept.
 
-- :class:`TimedLearned` (``maifs``): the policy alone, above the exact threshold. Seeding ``lns`` with the
-policy's schedule for the rest of the time limit was measured and found nothing better (0
-improvements in 15 neighbourhoods at 256 x 1,000; none at 1,024 x 4,000 in 10 s, docs/results.md).
+- :class:`TimedLearned` (``maifs``): the policy (its greedy decode, then the price-guided repair
+of :mod:`optsched.learned.repair`), above the exact threshold. Seeding ``lns`` with the policy's
+schedule for the rest of the time limit was measured and found nothing better (0 improvements
+in 15 neighbourhoods at 256 x 1,000; none at 1,024 x 4,000 in 10 s, docs/results.md).
 
 This module does not import torch at import time: the import (about a second) happens inside
 ``solve``, so it counts against the time limit like the rest of the work.

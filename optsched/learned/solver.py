@@ -1,8 +1,9 @@
 """``LearnedSolver`` ("maifs"): the distilled attention policy as a solve method.
 
 It featurises the round, runs the network once, decodes greedily with capacity masks (see
-:mod:`optsched.learned.decode`), optionally samples more schedules within the time limit and keeps
-the best, and returns a feasible schedule (status FEASIBLE, no bound). Weights load once per
+:mod:`optsched.learned.decode`), on rounds larger than the training rounds repairs the decode
+with prices (:mod:`optsched.learned.repair`), optionally samples more schedules within the time
+limit, keeps the best, and returns a feasible schedule (status FEASIBLE, no bound). Weights load once per
 process and path (cached); the default is the shipped ``learned/maifs-small.pt``.
 """
 
