@@ -10,7 +10,9 @@ Used by ``fungible-greedy`` (formulations/policies.md, "Elastic gangs"):
   the most value per extra GPU (``weight x speed x throughput / demand x (s_k - s_g) / (k - g)``,
   the marginal gain of a concave knapsack) is re-placed at that size -- on its own node when the
   node has the room, else best fit -- and kept only when its contract worth (spread over nodes
-  and a running job's restart included) really rises.
+  and a running job's restart included) really rises; finally every elastic job takes the best
+  placement of any size and allowed type that beats its own (a job grown on slow GPUs while the
+  fast ones were full moves when they free up).
 * :func:`knapsack_place` does both in one queue of increments (admit a job, grow a job), best
   value per GPU first, so a large low-value gang cannot take GPUs that growing elastic jobs turn
   into more worth; ``fungible-greedy`` tries it beside its weight order and keeps the better.
@@ -79,29 +81,34 @@ def _next_step(instance: Instance, job: Job, nodes: dict[str, int], c: int, m: i
     return best
 
 
-def _try_grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]], jid: str, k: int) -> bool:
-    """Re-place job ``jid`` of ``chosen`` with ``k`` GPUs at its point -- on its own node when the
-    node has the room, else best fit, its type first -- if that raises its contract worth."""
+def _try_grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]], jid: str,
+              sizes: Collection[int]) -> bool:
+    """Re-place job ``jid`` of ``chosen`` at its point with one of ``sizes`` GPUs -- grown on its
+    own node when the node has the room, or best fit on any allowed type -- choosing the candidate
+    of highest contract worth, and keep it if that beats the current one."""
     job = instance.job(jid)
     nodes, c, m = chosen[jid]
     old = _value(instance, job, nodes, c, m)
     cl.take(nodes, c, m, sign=-1)
-    new_nodes = None
-    if len(nodes) == 1:  # grow in place when the node has the room
-        n = next(iter(nodes))
-        if cl.fits_at({n: k}, c, m):
-            new_nodes = {n: k}
-    if new_nodes is None:
-        t = instance.node(next(iter(nodes))).gpu_type
-        for u in [t, *(x for x in cl.allowed_types(job) if x != t)]:
-            new_nodes = cl.best_fit(u, k, c, m)
-            if new_nodes is not None:
-                break
-    ok = new_nodes is not None and _value(instance, job, new_nodes, c, m) > old * (1 + 1e-12)
-    if ok:
-        chosen[jid] = (new_nodes, c, m)
+    best, best_v = None, old * (1 + 1e-12)
+    for k in sizes:
+        cands = []
+        if len(nodes) == 1:
+            n = next(iter(nodes))
+            if cl.fits_at({n: k}, c, m):
+                cands.append({n: k})
+        for u in cl.allowed_types(job):
+            where = cl.best_fit(u, k, c, m)
+            if where is not None:
+                cands.append(where)
+        for where in cands:
+            v = _value(instance, job, where, c, m)
+            if v > best_v:
+                best, best_v = where, v
+    if best is not None:
+        chosen[jid] = (best, c, m)
     cl.take(chosen[jid][0], c, m)
-    return ok
+    return best is not None
 
 
 def grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],
@@ -125,8 +132,12 @@ def grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int]
     while heap and int(cl.gpu.sum()) > 0:
         _, jid, k = heapq.heappop(heap)
         tried[jid].add(k)
-        _try_grow(instance, cl, chosen, jid, k)
+        _try_grow(instance, cl, chosen, jid, (k,))
         push(jid)
+    # then each elastic job, heaviest first, takes the best placement of any size and type that
+    # beats its own (e.g. a job grown on slow GPUs while the fast ones were full)
+    for jid in sorted(tried, key=lambda j: (-instance.job(j).weight, j)):
+        _try_grow(instance, cl, chosen, jid, instance.job(jid).sizes)
 
 
 def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],
@@ -169,7 +180,7 @@ def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict
             tried[jid] = set()
         else:
             tried[jid].add(k)
-            _try_grow(instance, cl, chosen, jid, k)
+            _try_grow(instance, cl, chosen, jid, (k,))
         nodes, c, m = chosen[jid]
         step = _next_step(instance, job, nodes, c, m, tried[jid])
         if step is not None:
