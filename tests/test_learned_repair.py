@@ -159,3 +159,24 @@ def test_solver_repair_option(net) -> None:
     assert on.objective >= off.objective - 1e-9
     assert on.stats["repair_base_objective"] == pytest.approx(off.objective)
     assert check_schedule(inst, on.schedule).feasible
+
+
+def test_solver_completes_a_hint_and_ignores_what_does_not_fit(net) -> None:
+    """The policy decodes around a hint's jobs; a hint that oversubscribes a node is not trusted
+    (only what fits is fixed), and the result stays feasible and at least the hint's worth."""
+    from optsched import Assignment, Schedule
+
+    inst = generate(4, 12, seed=11, grid="coarse", tightness=1.0, running_fraction=0.5)
+    running = [j for j in inst.jobs if j.placement is not None]
+    assert running
+    keep = Schedule(inst.name, {j.id: Assignment(dict(j.placement), *j.demand) for j in running})
+    assert check_schedule(inst, keep).feasible
+    res = LearnedSolver().solve(inst, time_limit=5, seed=0, samples=0, hint=keep)
+    assert check_schedule(inst, res.schedule).feasible
+    assert res.objective >= schedule_value(inst, keep) - 1e-9
+    # the same jobs twice over on one node: infeasible as a whole
+    n0 = inst.nodes[0]
+    bad = Schedule(inst.name, {j.id: Assignment({n0.id: j.gpus}, *j.demand) for j in inst.jobs if j.gpus <= n0.gpus})
+    assert not check_schedule(inst, bad).feasible
+    res = LearnedSolver().solve(inst, time_limit=5, seed=0, samples=0, repair=False, hint=bad)
+    assert check_schedule(inst, res.schedule).feasible
