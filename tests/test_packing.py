@@ -306,3 +306,10 @@ def test_cli_solves_and_checks_a_packing_round(tmp_path):
     inst.write_text(json.dumps(d))
     proc = subprocess.run([sys.executable, "-m", "optsched", "solve", str(inst)], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and "version" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--packing-tolerance", "0.1"], ["--packing", "--packing-tolerance", "1.5"]])
+def test_cli_simulate_refuses_a_bad_packing_tolerance_by_name(args):
+    proc = subprocess.run([sys.executable, "-m", "optsched", "simulate", "no-such-trace.csv", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 2 and "--packing-tolerance" in proc.stderr and "Traceback" not in proc.stderr

@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--address", args.address, "only applies to --backend ray")
     if args.queue_window < 0:
         raise InputError("--queue-window", args.queue_window, "must be >= 0")
+    if args.packing_tolerance is not None and not args.packing:
+        raise InputError("--packing-tolerance", args.packing_tolerance, "applies only with --packing")
+    if args.packing_tolerance is not None and not 0.0 <= args.packing_tolerance < 1.0:
+        raise InputError("--packing-tolerance", args.packing_tolerance, "must be in [0, 1): the share of a round's worth packing may give up")
     setup = prepare(
         args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
         length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
