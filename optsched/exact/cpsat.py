@@ -61,6 +61,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "split_cuts": False,  # linear rows tying a split job's node count, modes and penalty (LP strength)
     "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
     "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
+    "bound_worker": True,  # with an lns stage: LP and configuration-LP bounds on a second thread (optsched.mip.bound_worker)
 }
 
 #: CP-SAT worker portfolios (``portfolio`` option). "proof": both workers search the full model
@@ -90,6 +91,9 @@ _RESERVE_PER_JOB_S = 1e-4
 #: time kept for the LP-relaxation bound when CP-SAT ends without a proof (measured: 0.07 s at
 #: 64 x 256 once loaded, 0.3 s on first use)
 _LP_BOUND_S = 0.3
+#: the bound worker (a child process, optsched.mip.bound_worker) only with this much time left:
+#: starting it costs ~0.1 s of the caller's time and it needs seconds to beat the LP bound
+_WORKER_FROM_S = 2.0
 
 
 class OutOfTime(Exception):
@@ -755,12 +759,17 @@ class CpSatSolver:
             cells = len(instance.jobs) * len(instance.nodes)
             share = 0.9 if cells > LNS_MOSTLY_FROM_CELLS else 0.7 if cells > LNS_FROM_CELLS else 0.0
         lp_bound = None
+        worker = None
         if share > 0:
             from optsched.heuristics.lns import LargeNeighbourhoodSearch
 
+            if opts["bound_worker"] and deadline - time.perf_counter() > _WORKER_FROM_S:  # bounds on the core lns leaves free
+                from optsched.mip.bound_worker import BoundWorker
+
+                worker = BoundWorker(instance, max(0.0, deadline - time.perf_counter() - _LP_BOUND_S), candidates)
             # a share of what is left: preparing a 1,024 x 4,000 round (greedy hint, job data) takes ~1 s
             lns_limit = share * max(0.0, deadline - time.perf_counter())
-            warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint)
+            warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=worker is None)
             candidates.append(warm.schedule)
             lp_bound = warm.bound
         # policy rounds (contract v2): hints keep the rules; fewer deadline misses first, then worth
@@ -794,6 +803,9 @@ class CpSatSolver:
         except OutOfTime:
             stats["build_s"] = time.perf_counter() - start
             stats["note"] = "time limit reached while building the model; returning the hint"
+            if worker is not None:
+                lp_bound = worker.collect()
+                stats.update(worker.stats, lp_bound=lp_bound)
             return Result(incumbent, Status.TIME_LIMIT, incumbent_value, lp_bound, self.name, "exact",
                           time.perf_counter() - start, stats)
         model.add_hint(incumbent)
@@ -855,6 +867,9 @@ class CpSatSolver:
                 schedule, objective = found, found_value
             elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum
                 status = Status.FEASIBLE
+        if worker is not None:
+            lp_bound = worker.collect(wait_until=deadline)
+            stats.update(worker.stats, lp_bound=lp_bound)
         if code != cp_model.OPTIMAL and lp_bound is None:
             from optsched.heuristics.lns import lp_bound_within
 

@@ -286,11 +286,15 @@ def units_of(cls: tuple[str, int, int, int]) -> tuple[int, int]:
     return max(1, math.ceil(C / MAX_UNITS)), max(1, math.ceil(M / MAX_UNITS))
 
 
-def price_class(cls: tuple[str, int, int, int], pieces: PieceSet, rv: np.ndarray) -> ClassTable:
-    """Multiple-choice knapsack of one node class: the most reduced value ``rv`` of a configuration."""
+def price_class(cls: tuple[str, int, int, int], pieces: PieceSet, rv: np.ndarray, dtype: type = np.float64) -> ClassTable:
+    """Multiple-choice knapsack of one node class: the most reduced value ``rv`` of a configuration.
+
+    ``dtype`` float32 halves the work (used to generate columns; the bound itself is evaluated in
+    float64)."""
     _t, G, C, M = cls
     cu, mu = units_of(cls)
-    table = ClassTable(np.zeros((G + 1, C // cu + 1, M // mu + 1)), pieces, cu, mu, [])
+    rv = rv.astype(dtype, copy=False)
+    table = ClassTable(np.zeros((G + 1, C // cu + 1, M // mu + 1), dtype=dtype), pieces, cu, mu, [])
     shape = table.best.shape
     keep = prune(pieces, rv, G)
     if not len(keep):
@@ -599,25 +603,32 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
     duals: Duals = (np.zeros(len(data)), np.zeros((len(data), TAIL + 1)))
     center: Duals | None = None
 
-    def price(d: Duals) -> tuple[float | None, list[tuple[int, list[Piece], ClassTable]]]:
-        """The Lagrangian bound at duals ``d`` (None if out of time) and each group's best configuration."""
+    price_s = [0.0]  # the longest pricing so far: time kept for the final, exact one
+
+    def price(d: Duals, dtype: type = np.float32, until: float | None = None) -> tuple[float | None, list[tuple[int, list[Piece], ClassTable]]]:
+        """The Lagrangian bound at duals ``d`` (None if past ``until``) and each group's best configuration."""
+        t0 = time.perf_counter()
         values, configs = [], []
         for cls in classes:
-            if time.perf_counter() > deadline:
+            if until is not None and time.perf_counter() > until:
                 return None, configs
-            table = price_class(cls, sets[cls], sets[cls].reduced(d))
+            table = price_class(cls, sets[cls], sets[cls].reduced(d), dtype)
             for q, grp in enumerate(groups):
                 if grp.cls == cls:
                     st = stays[q]
                     v, config = group_best(table, st, st.reduced(d) if st is not None else None)
                     values.append((len(grp.nodes), v))
                     configs.append((q, config, table))
+        price_s[0] = max(price_s[0], time.perf_counter() - t0)
         return lagrangian_bound(d[0], values), configs
+
+    def until() -> float:
+        return deadline - 1.5 * price_s[0]
 
     if warm_start and time.perf_counter() < deadline:
         # start from the job prices of the aggregated LP (its bound, or better, at once)
         center = (aggregated_duals(len(data), groups, sets, stays), np.zeros((len(data), TAIL + 1)))
-        lb, configs = price(center)
+        lb, configs = price(center, until=until())
         if lb is None:
             center = None
         else:
@@ -629,7 +640,7 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
         v = pc.value - d[0][pc.job] * pc.share
         return v - d[1][pc.job, pc.nodes] * (pc.nodes * pc.share - 1.0) if pc.nodes >= 2 else v
 
-    while it < max_iterations and time.perf_counter() < deadline:
+    while it < max_iterations and time.perf_counter() < until():
         it += 1
         t0 = time.perf_counter()
         mu = [0.0] * len(groups)
@@ -651,7 +662,7 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
         lb = None
         for a in ((smoothing, 0.0) if center is not None and smoothing > 0 else (0.0,)):
             d = duals if a == 0.0 else (a * center[0] + (1 - a) * duals[0], a * center[1] + (1 - a) * duals[1])
-            lb, configs = price(d)
+            lb, configs = price(d, until=until())
             if lb is not None and (best_bound is None or lb < best_bound):
                 best_bound, center = lb, d
             extra: list[tuple[float, int, list[Piece]]] = []
@@ -676,6 +687,9 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
         if added == 0 and lb is not None:
             converged = True
             break
+    # the bound: the Lagrangian function at the best duals seen, evaluated in float64
+    stats["float32_bound"] = best_bound
+    best_bound, _configs = price(center if center is not None else duals, np.float64)
     if best_bound is not None:
         best_bound = best_bound * (1 + SLACK) + SLACK
     return ConfigBound(best_bound, lp_value, converged, it, master.columns, time.perf_counter() - start, stats)
