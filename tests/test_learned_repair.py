@@ -19,7 +19,9 @@ from optsched.learned.repair import (
     _dual,
     improve,
     option_table,
+    polish,
     price_repack,
+    relocate,
     resource_prices,
     squeeze_in,
     state_value,
@@ -180,3 +182,31 @@ def test_solver_completes_a_hint_and_ignores_what_does_not_fit(net) -> None:
     assert not check_schedule(inst, bad).feasible
     res = LearnedSolver().solve(inst, time_limit=5, seed=0, samples=0, repair=False, hint=bad)
     assert check_schedule(inst, res.schedule).feasible
+
+
+def test_relocate_moves_a_job_to_a_faster_type_and_polish_never_lowers() -> None:
+    """A job on a slow node moves to a free fast node (worth 2x there); polish keeps feasibility."""
+    prof = _prof()
+    inst = Instance("mv", (Node("slow", "K80", 1, 8, 50), Node("fast", "V100", 1, 8, 50)),
+                    (Job("a", 1, prof, (1, 10), gpu_speed={"K80": 0.5, "V100": 1.0}),))
+    f = featurise(inst)
+    st_ = _State(f)
+    p10 = int(np.flatnonzero((f.point_m[0] == 10) & f.point_mask[0])[0])
+    st_.place(0, {0: 1}, p10, 1, 10)
+    assert relocate(inst, f, st_) == 1
+    sched = _schedule(inst, f, st_)
+    assert dict(sched.jobs["a"].nodes) == {"fast": 1} and sched.jobs["a"].mem_per_gpu_gb == 40
+    assert check_schedule(inst, sched).feasible
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), n_nodes=st.integers(1, 6), n_jobs=st.integers(0, 20))
+def test_polish_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None:
+    """polish() on a decoded state of a random round only raises its worth and stays feasible."""
+    inst = random_round(seed, n_nodes, n_jobs)
+    f, base = _base(net, inst)
+    v0 = state_value(inst, f, base)
+    polish(inst, f, base)
+    assert state_value(inst, f, base) >= v0 - 1e-9
+    report = check_schedule(inst, _schedule(inst, f, base))
+    assert report.feasible, list(report)

@@ -45,7 +45,10 @@ from optsched.learned.decode import _multiplier, _split, _State, redistribute_le
 from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
-__all__ = ["CONFIGS", "OptionTable", "improve", "option_table", "price_repack", "resource_prices", "squeeze_in", "state_value", "upgrade_points"]
+__all__ = [
+    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "option_table", "polish", "price_repack", "relocate", "resource_prices",
+    "squeeze_in", "state_value", "upgrade_points",
+]
 
 
 @dataclass
@@ -501,9 +504,7 @@ def price_repack(
             if g[j] > int(st.free_g.sum()):
                 continue
             _put(instance, feats, st, int(j), allowed_on[j], np.argsort(lean_cost[j], kind="stable")[:1], balance=False)
-    squeeze_in(instance, feats, st)
-    upgrade_points(instance, feats, st)
-    redistribute_leftover(instance, feats, st)
+    polish(instance, feats, st)
     return st
 
 
@@ -647,6 +648,75 @@ def squeeze_in(instance: Instance, feats: RoundFeatures, st: _State, *, max_node
     return admitted
 
 
+def relocate(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: int = 400) -> int:
+    """Move single-node jobs to another node where they are worth more (a faster GPU type, a
+    better grid point the room there allows, or back to the node a running job holds now, which
+    saves its restart), largest gain first, each re-checked against the room the earlier moves
+    left; the ``max_jobs`` jobs with the most to gain are considered. Returns the moves made."""
+    jobs = [j for j, w in st.where.items() if len(w) == 1]
+    if not jobs:
+        return 0
+    ok_pts = feats.point_ok & feats.point_mask
+    cur = np.array([feats.point_value[j, st.point[j]] * _multiplier(instance, feats, j, st.where[j]) for j in jobs])
+    top = np.array([np.where(ok_pts[j], feats.point_value[j], 0.0).max() * feats.speed[j].max() for j in jobs])
+    order = np.argsort(-(top - cur), kind="stable")[:max_jobs]
+    types = instance.gpu_types
+    moved = 0
+    for i in order:
+        j, v0 = jobs[i], cur[i]
+        if top[i] <= v0 + 1e-12:
+            break
+        (n0, g), = st.where[j].items()
+        p0 = st.point[j]
+        c0, m0 = int(feats.point_c[j, p0]), int(feats.point_m[j, p0])
+        # room on each node with the job taken off its own
+        fg, fc, fm = st.free_g.copy(), st.free_c.copy(), st.free_m.copy()
+        fg[n0] += g
+        fc[n0] += c0 * g
+        fm[n0] += m0 * g
+        nodes = np.flatnonzero((feats.speed[j] > 0) & (fg >= g))
+        if nodes.size == 0:
+            continue
+        pts = np.flatnonzero(ok_pts[j])
+        fit = (feats.point_c[j, pts][None, :] * g <= fc[nodes][:, None]) & (feats.point_m[j, pts][None, :] * g <= fm[nodes][:, None])
+        job = instance.jobs[j]
+        mult = np.array([job.speed(t) or 0.0 for t in types])[feats.node_type[nodes]]
+        if job.placement is not None:  # anywhere but its current single node costs its restart
+            home = dict(job.placement)
+            stay = np.array([home == {instance.nodes[int(n)].id: g} for n in nodes]) if len(home) == 1 else np.zeros(nodes.size, dtype=bool)
+            mult = np.where(stay, mult, mult * (1.0 - job.restart_s / instance.round.duration_s))
+        worth = np.where(fit, mult[:, None] * feats.point_value[j, pts][None, :], -np.inf)
+        k = int(np.argmax(worth))
+        a, b = divmod(k, pts.size)
+        if worth[a, b] <= v0 + 1e-9:
+            continue
+        n, p = int(nodes[a]), int(pts[b])
+        st.free_g[n0] += g
+        st.free_c[n0] += c0 * g
+        st.free_m[n0] += m0 * g
+        del st.where[j]
+        _place_on(st, feats, j, {n: g}, p)
+        moved += 1
+    return moved
+
+
+#: :func:`relocate` runs on rounds of at most this many nodes x jobs (the simulator's and medium
+#: rounds: +1.6 % worth on 17 busy Alibaba rounds; at 1,024 x 4,000 it gained 0.03 % for 0.2 s)
+RELOCATE_CELLS = 16_384
+
+
+def polish(instance: Instance, feats: RoundFeatures, st: _State, *, deadline: float | None = None) -> None:
+    """Local moves that never lower the objective: admit waiting jobs by squeezing co-located
+    ones down the grid (:func:`squeeze_in`), move jobs to nodes where they are worth more
+    (:func:`relocate`, up to :data:`RELOCATE_CELLS`), then per-node upgrades and the decoder's
+    leftover pass."""
+    squeeze_in(instance, feats, st, deadline=deadline)
+    if feats.n_nodes * feats.n_jobs <= RELOCATE_CELLS:
+        relocate(instance, feats, st)
+    upgrade_points(instance, feats, st)
+    redistribute_leftover(instance, feats, st)
+
+
 def state_value(instance: Instance, feats: RoundFeatures, st: _State) -> float:
     """The objective of a state (as :func:`optsched.values.schedule_value` of its schedule)."""
     return float(sum(feats.point_value[j, st.point[j]] * _multiplier(instance, feats, j, w) for j, w in st.where.items()))
@@ -666,14 +736,16 @@ def improve(
     *,
     configs: tuple[tuple[float, float], ...] = CONFIGS,
     use_targets: bool = True,
+    polish_base: bool | None = None,
     deadline: float | None = None,
     first_estimate: float = 0.0,
     stats: dict | None = None,
 ) -> tuple[_State | None, float]:
     """The best of ``base`` (a decoded state; ``None``: none) and the price-guided repacks of
     ``configs``: ``(state, value)``; the state is ``base`` itself when no repack beats it, so the
-    objective never goes down. ``use_targets``: the base's grid points are the repacks' preferred
-    points. No repack starts that would end past ``deadline`` (a :func:`time.perf_counter` value),
+    objective never goes down. ``polish_base``: first improve ``base`` in place by :func:`polish`
+    (moves that only raise its worth; default: up to :data:`RELOCATE_CELLS` nodes x jobs). ``use_targets``: the base's grid points are the repacks'
+    preferred points. No repack starts that would end past ``deadline`` (a :func:`time.perf_counter` value),
     the first expected to take ``first_estimate`` seconds, the others as long as the one before.
     ``stats`` receives ``repair_base_objective``, ``repair_s``, ``repair_tried`` (per repack:
     parameters, objective, dual value, seconds) and ``repair_used``."""
@@ -681,6 +753,11 @@ def improve(
     base_v = state_value(instance, feats, base) if base is not None else 0.0
     best, best_v = base, base_v
     tried: list[dict] = []
+    if polish_base is None:
+        polish_base = feats.n_nodes * feats.n_jobs <= RELOCATE_CELLS
+    if base is not None and polish_base and feats.n_jobs and feats.n_nodes:
+        polish(instance, feats, base, deadline=deadline)  # in place: only raises its worth
+        best_v = state_value(instance, feats, base)
     if feats.n_jobs and feats.n_nodes:
         targets = dict(base.point) if (use_targets and base is not None) else None
         tables: dict[float, OptionTable] = {}
@@ -700,5 +777,5 @@ def improve(
             if v > best_v + 1e-9:
                 best, best_v = st, v
     if stats is not None:
-        stats.update(repair_base_objective=base_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
+        stats.update(repair_base_objective=base_v, repair_polished_objective=state_value(instance, feats, base) if base is not None else 0.0, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
     return best, best_v

@@ -200,6 +200,8 @@ class LearnedSolver:
             if v > best_val + 1e-12:
                 best, best_val = s, v
         source = "repair" if stats.get("repair_used") else "policy"
+        if source == "policy" and stats.get("repair_polished_objective", 0.0) > stats.get("repair_base_objective", 0.0) + 1e-9:
+            source = "policy+polish"
         if hint is not None:
             hv = schedule_value(instance, hint)
             if hv > best_val + 1e-12:
