@@ -750,6 +750,8 @@ class CpSatSolver:
             candidates.append(hint)
         if opts["greedy_hint"] or hint is None:
             candidates.append(greedy_schedule(instance, data if exp is None else None))
+            if any(j.placement for j in instance.jobs):  # running jobs by value per GPU, not first
+                candidates.append(greedy_schedule(instance, data if exp is None else None, running_first=False))
             if exp is not None:  # sizes chosen by marginal value, not only the nominal ones
                 from optsched.heuristics.fungible_greedy import FungibleGreedy
 

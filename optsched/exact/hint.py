@@ -18,8 +18,12 @@ from optsched.schedule import Assignment, Schedule
 __all__ = ["greedy_schedule"]
 
 
-def greedy_schedule(instance: Instance, data: list[JobData] | None = None) -> Schedule:
-    """A feasible schedule built greedily (see the module docstring)."""
+def greedy_schedule(instance: Instance, data: list[JobData] | None = None, running_first: bool = True) -> Schedule:
+    """A feasible schedule built greedily (see the module docstring).
+
+    ``running_first=False``: running jobs are not placed first but take their turn by value per
+    GPU like the others (trying their current nodes first), so dense waiting jobs may take the
+    fast GPUs that large running gangs hold (which then move, paying their restart)."""
     data = job_data(instance) if data is None else data
     nodes = instance.nodes
     free_g = [n.gpus for n in nodes]
@@ -39,24 +43,33 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None) -> Sc
             free_m[n] -= g * pt.mem
         placed[j] = (t, p, alloc)
 
-    # 1. running jobs in place
-    for d in data:
+    def stay(d: JobData) -> bool:
+        """Keep a running job where it runs, at the best point its nodes' room allows."""
         job = d.job
         if not job.placement or not d.points:
-            continue
+            return False
         alloc = {instance.node_idx(n): g for n, g in job.placement.items()}
         t = nodes[next(iter(alloc))].gpu_type
         if t not in d.types or any(free_g[n] < g for n, g in alloc.items()):
-            continue
+            return False
         cap_c = min(free_c[n] / g for n, g in alloc.items())
         cap_m = min(free_m[n] / g for n, g in alloc.items())
         p = best_point_within(d.points, cap_c, cap_m)
         if p is not None and d.value(instance, t, p, len(alloc), False) > 0:
             take(d.index, t, p, alloc)
+            return True
+        return False
+
+    # 1. running jobs in place
+    if running_first:
+        for d in data:
+            stay(d)
 
     # 2. the rest, densest first
     order = sorted((d for d in data if d.index not in placed and d.base), key=lambda d: (-d.best / d.job.gpus, d.index))
     for d in order:
+        if not running_first and stay(d):
+            continue
         g = d.job.gpus
         moved = d.job.placement is not None
         done = False
