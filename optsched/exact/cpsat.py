@@ -81,8 +81,9 @@ PORTFOLIOS: dict[str, dict[str, Any]] = {
 LNS_FROM_CELLS = 1024
 #: ... and above this many cells 90 % of the time (measured at 64 x 256, 4 rounds, one run, load
 #: 7.5: CP-SAT got 0-0.6 deterministic seconds after a 70 % lns stage and never improved it; the
-#: 90 % share found better schedules on all 4, +4 % in sum)
-LNS_MOSTLY_FROM_CELLS = 8192
+#: 90 % share found better schedules on all 4, +4 % in sum; at 32 x 120 (3,840 cells) the 30 %
+#: CP-SAT stage never improved the lns schedule either: core-quiet.csv, 4 of 4 rounds)
+LNS_MOSTLY_FROM_CELLS = 2048
 
 #: seconds kept back from the time limit for reading the solution and building the Result, plus
 #: this much per job (measured: at 4,000 jobs reading back and checking take about 0.4 s)
