@@ -61,7 +61,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "split_cuts": False,  # linear rows tying a split job's node count, modes and penalty (LP strength)
     "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
     "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
-    "bound_worker": True,  # with an lns stage: LP and configuration-LP bounds on a second thread (optsched.mip.bound_worker)
+    "bound_worker": True,  # with an lns stage: the configuration-LP bound in a child process (optsched.mip.bound_worker)
 }
 
 #: CP-SAT worker portfolios (``portfolio`` option). "proof": both workers search the full model
@@ -765,10 +765,10 @@ class CpSatSolver:
         worker = None
         if share > 0:
             from optsched.heuristics.lns import LargeNeighbourhoodSearch
+            from optsched.mip.bound_worker import BoundWorker
 
-            if opts["bound_worker"] and deadline - time.perf_counter() > _WORKER_FROM_S:  # bounds on the core lns leaves free
-                from optsched.mip.bound_worker import BoundWorker
-
+            if opts["bound_worker"] and deadline - time.perf_counter() > _WORKER_FROM_S and BoundWorker.applies(instance):
+                # the configuration-LP bound on the core lns leaves free (else lns computes the LP bound)
                 worker = BoundWorker(instance, max(0.0, deadline - time.perf_counter() - _LP_BOUND_S), candidates)
             # a share of what is left: preparing a 1,024 x 4,000 round (greedy hint, job data) takes ~1 s
             lns_limit = share * max(0.0, deadline - time.perf_counter())

@@ -2,9 +2,9 @@
 
 On larger rounds ``cpsat`` spends most of its time in an ``lns`` warm start whose CP-SAT
 sub-problems run on one core; a :class:`BoundWorker` uses the other meanwhile: the configuration
-LP by column generation (:func:`optsched.mip.colgen.config_bound`) on contract-v1 rounds up to
-:data:`CONFIG_MAX_JOBS` jobs, else the LP relaxation (:func:`optsched.mip.bound.lp_bound`).
-:meth:`BoundWorker.collect` returns the bound.
+LP by column generation (:func:`optsched.mip.colgen.config_bound`) where it applies
+(:meth:`BoundWorker.applies`: contract-v1 rounds up to :data:`CONFIG_MAX_JOBS` jobs), else the
+LP relaxation (:func:`optsched.mip.bound.lp_bound`). :meth:`BoundWorker.collect` returns the bound.
 
 The child is a fresh interpreter (``python -m optsched.mip.bound_worker``, ~0.4 s to import)
 fed the instance as JSON on stdin; it answers one JSON line per bound on stdout. A process
@@ -43,15 +43,20 @@ NICE = 15
 class BoundWorker:
     """A child process computing upper bounds of ``instance`` for at most ``seconds``."""
 
-    def __init__(self, instance: Instance, seconds: float, schedules: list[Schedule] | None = None, config: bool = True) -> None:
+    @staticmethod
+    def applies(instance: Instance) -> bool:
+        """Whether the configuration LP applies: contract-v1 rounds up to CONFIG_MAX_JOBS jobs."""
         from optsched.mip.colgen import supported
 
+        return supported(instance) and len(instance.jobs) <= CONFIG_MAX_JOBS
+
+    def __init__(self, instance: Instance, seconds: float, schedules: list[Schedule] | None = None, config: bool = True) -> None:
         self.bounds: dict[str, float] = {}
         self.stats: dict[str, Any] = {}
         self._lock = threading.Lock()
         request = {"instance": instance.to_dict(), "until": time.time() + seconds,
                    "schedules": [s.to_dict() for s in schedules or []],
-                   "config": config and supported(instance) and len(instance.jobs) <= CONFIG_MAX_JOBS}
+                   "config": config and self.applies(instance)}
         self._proc = subprocess.Popen([sys.executable, "-m", "optsched.mip.bound_worker"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         # the request goes in on a thread too: a big instance fills the pipe before the child reads
