@@ -3,8 +3,9 @@
 On larger rounds ``cpsat`` spends most of its time in an ``lns`` warm start whose CP-SAT
 sub-problems run on one core; a :class:`BoundWorker` uses the other meanwhile: the configuration
 LP by column generation (:func:`optsched.mip.colgen.config_bound`) where it applies
-(:meth:`BoundWorker.applies`: contract-v1 rounds up to :data:`CONFIG_MAX_JOBS` jobs), else the
-LP relaxation (:func:`optsched.mip.bound.lp_bound`). :meth:`BoundWorker.collect` returns the bound.
+(:meth:`BoundWorker.applies`: contract-v1 rounds up to :data:`CONFIG_MAX_JOBS` jobs; ``cpsat``
+starts a worker only there), else the LP relaxation (:func:`optsched.mip.bound.lp_bound`).
+:meth:`BoundWorker.collect` returns the bound.
 
 The child is a fresh interpreter (``python -m optsched.mip.bound_worker``, ~0.4 s to import)
 fed the instance as JSON on stdin; it answers one JSON line per bound on stdout. A process
