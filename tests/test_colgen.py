@@ -113,3 +113,22 @@ def test_bound_is_tighter_than_the_lp_on_a_small_bench_round():
     assert res.converged
     assert 38.98 <= res.bound < lp_bound(inst) - 0.5
     assert math.isclose(res.bound, res.lp, rel_tol=1e-4)
+
+
+def test_bound_worker_returns_the_bound_from_a_child_process():
+    """optsched.mip.bound_worker: the configuration bound computed in a child process, collected."""
+    import time
+
+    from optsched.mip.bound_worker import BoundWorker
+
+    lang = Profile((1,), (20,), ((1.0,),))
+    hungry = Profile((6, 24), (20,), ((1.0,), (3.0,)))
+    nodes = (Node("n0", "V100", 8, 48, 500), Node("n1", "V100", 8, 48, 500))
+    jobs = (Job("big", 8, lang, (1, 20), weight=5.0, spread_factor=0.5),
+            *(Job(f"h{i}", 1, hungry, (6, 20)) for i in range(3)))
+    inst = Instance("stranded", nodes, jobs, Round(300.0, False))
+    assert BoundWorker.applies(inst)
+    w = BoundWorker(inst, 20.0, [greedy_schedule(inst)])
+    b = w.collect(wait_until=time.perf_counter() + 20.0)
+    assert w.stats["bound_worker_done"] and w.stats["config_converged"]
+    assert b == pytest.approx(11.5, rel=1e-6)
