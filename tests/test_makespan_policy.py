@@ -34,12 +34,20 @@ def test_weights_follow_remaining_time_at_the_equal_share_speed():
     # the same remaining work on GPUs half as fast for it: twice the time, the longest; weight / speed
     h = g.weights(_state([1000.0, 1000.0], eq=[1.0, 0.5]))
     assert h[1] == pytest.approx(1.0 / 0.5) and h[0] == pytest.approx((0.01 + 0.99 * 0.5) / 1.0)
+    # per GPU: a 4-GPU job with 500 s left outweighs a 1-GPU job with 1,000 s left (value per GPU
+    # is what an objective-maximising round compares); per job, the longer one weighs more
+    gang = _state([500.0, 1000.0], gpus=[4, 1])
+    assert g.weights(gang).tolist() == pytest.approx([1.0, 0.01 + 0.99 * 0.5])
+    assert GavelMakespan(per_gpu=False).weights(gang).tolist() == pytest.approx([0.01 + 0.99 * 0.5, 1.0])
 
 
 def test_bad_settings_and_missing_inputs_are_refused_by_name():
     with pytest.raises(InputError) as e:
         GavelMakespan(spread=0.5)
     assert e.value.field == "policy.spread"
+    with pytest.raises(InputError) as e:
+        GavelMakespan(per_gpu="yes")
+    assert e.value.field == "policy.per_gpu"
     bare = QueueState(now=0.0, submit_s=np.zeros(1), gpus=np.ones(1), attained_gpu_s=np.zeros(1), remaining_s=np.ones(1),
                       running=np.zeros(1, dtype=bool))
     with pytest.raises(InputError) as e:
@@ -48,16 +56,17 @@ def test_bad_settings_and_missing_inputs_are_refused_by_name():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(0.0, 1e6), st.sampled_from([0.5, 1.0, 2.0])), min_size=1, max_size=12),
+@given(st.lists(st.tuples(st.floats(0.0, 1e6), st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([1, 2, 8])), min_size=1, max_size=12),
        st.floats(1.0, 1e3))
-def test_weights_are_positive_bounded_and_monotone_in_remaining_time(jobs, spread):
-    rem = [r for r, _ in jobs]
-    eq = [e for _, e in jobs]
-    w = GavelMakespan(spread=spread).weights(_state(rem, eq))
+def test_weights_are_positive_bounded_and_monotone_in_remaining_gpu_time(jobs, spread):
+    rem = [r for r, _, _ in jobs]
+    eq = [e for _, e, _ in jobs]
+    gpus = [g for _, _, g in jobs]
+    w = GavelMakespan(spread=spread).weights(_state(rem, eq, gpus))
     scaled = w * np.asarray(eq)  # undo the speed normalisation: in [1/spread, 1]
     assert np.all(np.isfinite(w)) and np.all(w > 0)
     assert np.all(scaled >= 1.0 / spread - 1e-12) and np.all(scaled <= 1.0 + 1e-12)
-    t = np.asarray(rem) / np.asarray(eq)
+    t = np.asarray(rem) / np.asarray(eq) * np.asarray(gpus)
     order = np.argsort(t, kind="stable")
     assert np.all(np.diff(scaled[order]) >= -1e-12)  # more remaining time, no smaller weight
     assert scaled[int(np.argmax(t))] == pytest.approx(1.0)

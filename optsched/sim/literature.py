@@ -16,9 +16,9 @@ job, like the policies of :mod:`optsched.sim.policies`, so any of them runs with
   below the throughput an equal share of the cluster would give them weigh most, and each weight
   is divided by the job's equal-share GPU speed, so the round's value of a placement is its
   throughput *relative to the job's equal share*: fast GPUs go to the jobs they speed up most;
-* ``gavel-makespan`` -- Gavel's makespan policy as weights: a job's weight grows with its
-  remaining run time at its equal-share speed (the jobs that set the makespan first), divided by
-  that speed as for ``gavel``, so each round does the most makespan-critical work per GPU-second.
+* ``gavel-makespan`` -- Gavel's makespan policy as weights: a job's weight per GPU grows with
+  its remaining run time at its equal-share speed (the jobs that set the makespan first), divided
+  by that speed as for ``gavel``, so each GPU goes to the job with the most time left.
 
 Order-based policies use :func:`~optsched.sim.policies.rank_weights` (head weighs 1, tail
 ``1 / spread``).
@@ -229,26 +229,33 @@ class GavelMakespan:
 
     Gavel minimises the time to finish every job, ``max_j R_j / X_j`` over time-shares ``X``; its
     fluid optimum runs every job at a rate proportional to its remaining work so that all finish
-    together. A round picks whole placements, not shares, so here each job weighs in proportion to
-    its remaining time at its equal-share speed, ``T_j = R_j / e_j``::
+    together. A round picks whole placements, not shares, so here a job's weight *per GPU* is
+    proportional to its remaining time at its equal-share speed, ``T_j = R_j / e_j``::
 
-        w_j = (1 / spread + (1 - 1 / spread) x T_j / max_k T_k) / e_j
+        w_j = (1 / spread + (1 - 1 / spread) x g_j T_j / max_k g_k T_k) / e_j
 
-    -- the round's worth is then ``sum_j T_j x (rate_j / e_j)``: the makespan-critical work done
-    this round, relative to each job's equal share (fast GPUs go to the long jobs they speed up
-    most). The longest jobs weigh 1, a job about to finish ``1 / spread``. Weights follow the
-    remaining work, so they change every round (no ``stable_for``).
+    -- a round's worth, a sum of per-job values, then gives each GPU the value ``T_j x
+    rate_j / e_j``: the GPUs go to the jobs with the most time left (longest remaining first, the
+    classical makespan rule), a long gang outweighing as many short 1-GPU jobs as it has GPUs, and
+    fast GPUs to the long jobs they speed up most. ``per_gpu=False`` weighs jobs by ``T_j`` alone
+    (measured: an exact allocator then fills GPUs with short jobs around a long gang). Weights
+    follow the remaining work, so they change every round (no ``stable_for``).
     """
 
     spread: float = 100.0
+    per_gpu: bool = True
     name: str = "gavel-makespan"
 
     def __post_init__(self) -> None:
         _check_spread(self.spread)
+        if not isinstance(self.per_gpu, bool):
+            raise InputError("policy.per_gpu", self.per_gpu, "must be true or false")
 
     def weights(self, state: QueueState) -> np.ndarray:
         eq = np.maximum(np.asarray(_need(state, "equal_speed", "gavel-makespan"), dtype=np.float64), 1e-12)
         t = np.maximum(state.remaining_s, 0.0) / eq
+        if self.per_gpu:
+            t = t * state.gpus
         top = float(t.max()) if t.size else 0.0
         share = t / top if top > 0 else np.ones_like(t)
         return (1.0 / self.spread + (1.0 - 1.0 / self.spread) * share) / eq
