@@ -44,10 +44,12 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "nodes": 4,  # nodes freed per neighbourhood
     "extra_jobs": 16,  # waiting jobs offered to a neighbourhood
     "sub_time": 0.5,  # seconds per sub-problem at most
-    "bound": True,  # report the LP-relaxation bound (optsched.mip.bound.lp_bound) when it is cheap
+    "bound": True,  # report a bound: the configuration LP on a child process where it applies, else the LP bound
 }
 
 _RESERVE_S = 0.1
+#: the bound worker only with this much time left (it needs seconds to beat the LP bound)
+_WORKER_FROM_S = 2.0
 
 
 def _check(options: dict[str, Any]) -> dict[str, Any]:
@@ -152,8 +154,16 @@ class LargeNeighbourhoodSearch:
         incumbent, value = starts[best][1], values[best]
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
 
-        # the LP bound first, with at most a fifth of the time; the search gets the rest
-        bound = lp_bound_within(instance, start + 0.2 * time_limit, stats) if opts["bound"] else None
+        # the bound: where the configuration LP applies, computed by a child process on the core
+        # the search leaves free (optsched.mip.bound_worker); else the LP bound first, with at
+        # most a fifth of the time, and the search gets the rest
+        from optsched.mip.bound_worker import BoundWorker
+
+        worker, bound = None, None
+        if opts["bound"] and deadline - time.perf_counter() > _WORKER_FROM_S and BoundWorker.applies(instance):
+            worker = BoundWorker(instance, deadline - time.perf_counter() - 0.1, [s for _n, s in starts])
+        elif opts["bound"]:
+            bound = lp_bound_within(instance, start + 0.2 * time_limit, stats)
         data = job_data(instance)
         by_type: dict[str, list[str]] = {}
         for n in instance.nodes:
@@ -218,6 +228,11 @@ class LargeNeighbourhoodSearch:
             value = schedule_value(instance, incumbent)
             status = Status.FEASIBLE
             stats["whole_free_gpus"] = whole_free_gpus(instance, incumbent.jobs)
+        if worker is not None:
+            proven = worker.collect(wait_until=deadline)
+            stats.update(worker.stats)
+            if proven is not None:
+                bound = proven if bound is None else min(bound, proven)
         if bound is not None:
             bound = max(bound, value)
         stats["time_s"] = time.perf_counter() - start

@@ -1,11 +1,11 @@
 """Upper bounds computed in a child process while the caller searches for schedules.
 
 On larger rounds ``cpsat`` spends most of its time in an ``lns`` warm start whose CP-SAT
-sub-problems run on one core; a :class:`BoundWorker` uses the other meanwhile: the configuration
-LP by column generation (:func:`optsched.mip.colgen.config_bound`) where it applies
-(:meth:`BoundWorker.applies`: contract-v1 rounds up to :data:`CONFIG_MAX_JOBS` jobs; ``cpsat``
-starts a worker only there), else the LP relaxation (:func:`optsched.mip.bound.lp_bound`).
-:meth:`BoundWorker.collect` returns the bound.
+sub-problems run on one core; a :class:`BoundWorker` uses the other meanwhile: the LP
+relaxation (:func:`optsched.mip.bound.lp_bound`), then the configuration LP by column
+generation (:func:`optsched.mip.colgen.config_bound`) where it applies (:meth:`BoundWorker.applies`:
+contract-v1 rounds up to :data:`CONFIG_MAX_JOBS` jobs; ``cpsat`` and ``lns`` start a worker only
+there). :meth:`BoundWorker.collect` returns the smaller.
 
 The child is a fresh interpreter (``python -m optsched.mip.bound_worker``, ~0.4 s to import)
 fed the instance as JSON on stdin; it answers one JSON line per bound on stdout. A process
@@ -13,7 +13,8 @@ rather than a thread: building the LPs is Python work that would hold the interp
 against the caller's own model building (measured: a 0.3 s cpsat call on a 128 x 1,500 round
 took 0.69 s with the bounds on a thread, 0.40 s without). Deadlines are wall-clock
 (``time.time``), which both processes share; the child is stopped when the caller collects,
-and runs niced (:data:`NICE`) so that it only takes CPU time the caller does not use.
+and runs the configuration LP niced (:data:`NICE`) so that it only takes CPU time the caller
+does not use.
 """
 
 from __future__ import annotations
@@ -107,29 +108,28 @@ def _send(kind: str, value: float | None, stats: dict[str, Any]) -> None:
 
 def main() -> None:
     """The child: read the request from stdin, write one JSON line per bound."""
-    if hasattr(os, "nice"):  # idle CPU only: on a busy machine the caller's search comes first
-        os.nice(NICE)
     req = json.loads(sys.stdin.read())
     until = float(req["until"])
     instance = Instance.from_dict(req["instance"])
     from optsched.mip.bound import lp_bound
 
-    if req["config"]:
-        # the configuration LP's first bound (at the pooled-class prices) is already about the
-        # LP's (measured: 0.02-0.1 % above it on the medium bench rounds) and it only improves
-        from optsched.mip.colgen import config_bound
-
-        schedules = [Schedule.from_dict(s) for s in req["schedules"]]
-        r = config_bound(instance, time_limit=until - time.time(), schedules=schedules)
-        _send("config", r.bound, {"config_bound": r.bound, "config_lp": r.lp, "config_converged": r.converged,
-                                  "config_iterations": r.iterations, "config_s": round(r.seconds, 3)})
-        return
+    # the LP bound first, at normal priority (what lns did itself before, now beside it): the
+    # reported bound is never worse than it
     t0 = time.time()
     try:
         b = lp_bound(instance, time_limit=max(0.05, until - time.time()))
         _send("lp", b * (1 + LP_SLACK) + LP_SLACK, {"lp_bound_s": round(time.time() - t0, 3)})
     except RuntimeError as e:  # the LP hit its time limit: no LP bound this time
         _send("lp", None, {"lp_bound_note": str(e)})
+    if req["config"] and until - time.time() > 0.2:
+        if hasattr(os, "nice"):  # from here idle CPU only: on a busy machine the caller's search comes first
+            os.nice(NICE)
+        from optsched.mip.colgen import config_bound
+
+        schedules = [Schedule.from_dict(s) for s in req["schedules"]]
+        r = config_bound(instance, time_limit=until - time.time(), schedules=schedules)
+        _send("config", r.bound, {"config_bound": r.bound, "config_lp": r.lp, "config_converged": r.converged,
+                                  "config_iterations": r.iterations, "config_s": round(r.seconds, 3)})
 
 
 if __name__ == "__main__":
