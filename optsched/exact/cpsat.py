@@ -62,6 +62,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
     "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
     "bound_worker": True,  # with an lns stage: the configuration-LP bound in a child process (optsched.mip.bound_worker)
+    "lp_fallback": True,  # when CP-SAT proves nothing, the LP bound (time kept for it); lns's sub-problems skip it
 }
 
 #: CP-SAT worker portfolios (``portfolio`` option). "proof": both workers search the full model
@@ -821,7 +822,8 @@ class CpSatSolver:
         prm.random_seed = seed
         # CP-SAT overshoots its wall limit by up to ~0.2 s on a loaded 2-core machine (measured)
         # and the LP bound (asked for only when CP-SAT proves nothing) needs up to _LP_BOUND_S
-        left = deadline - time.perf_counter() - (_LP_BOUND_S if lp_bound is None else 0.0)
+        keep = _LP_BOUND_S if lp_bound is None and opts["lp_fallback"] else 0.0
+        left = deadline - time.perf_counter() - keep
         prm.max_time_in_seconds = max(0.01, left - min(0.2, 0.03 * left))
         if opts["deterministic_time"] is not None:
             prm.max_deterministic_time = float(opts["deterministic_time"])
@@ -852,7 +854,7 @@ class CpSatSolver:
                 return Result(incumbent, Status.TIME_LIMIT, incumbent_value, lp_bound, self.name, "exact",
                               time.perf_counter() - start, {**stats, "deadline_misses": deadline_misses(instance, incumbent)})
             model.add_hint(incumbent)
-            prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - (_LP_BOUND_S if lp_bound is None else 0.0))
+            prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - keep)
             code = solve_lexicographic(solver, model, stats)
         stats.update(cpsat_status=solver.status_name(code), wall_s=solver.wall_time, deterministic_s=solver.deterministic_time,
                      branches=solver.num_branches, conflicts=solver.num_conflicts)
@@ -873,7 +875,7 @@ class CpSatSolver:
         if worker is not None:
             lp_bound = worker.collect(wait_until=deadline)
             stats.update(worker.stats, lp_bound=lp_bound)
-        if code != cp_model.OPTIMAL and lp_bound is None:
+        if code != cp_model.OPTIMAL and lp_bound is None and opts["lp_fallback"]:
             from optsched.heuristics.lns import lp_bound_within
 
             lp_bound = lp_bound_within(instance, deadline, stats)
