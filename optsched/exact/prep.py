@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
-from optsched.model import Instance, Job, Node
+from optsched.model import Instance, Job, Node, Profile
 from optsched.values import job_value
 
 __all__ = ["JobData", "Point", "job_data", "node_classes", "pareto_points"]
@@ -34,10 +35,15 @@ def pareto_points(job: Job, fair: bool) -> tuple[Point, ...]:
     """The job's non-dominated admissible grid points, cheapest CPU first.
 
     Ties (same cores, memory and throughput cannot happen on a grid) are impossible; equal
-    throughput at more resources is dominated and dropped.
+    throughput at more resources is dominated and dropped. Cached per (profile, floor): jobs of
+    one model share their profile, and lns rebuilds the job data for every sub-problem.
     """
-    floor = job.demand_throughput if fair else 0.0
-    pts = [Point(c, m, t) for c, m, t in job.profile.points() if t >= floor]
+    return _pareto(job.profile, job.demand_throughput if fair else 0.0)
+
+
+@lru_cache(maxsize=4096)
+def _pareto(profile: Profile, floor: float) -> tuple[Point, ...]:
+    pts = [Point(c, m, t) for c, m, t in profile.points() if t >= floor]
     keep = []
     for p in pts:
         dominated = any(
