@@ -368,3 +368,23 @@ def test_the_http_models_carry_the_elastic_field():
     d["jobs"][1]["elastic"]["gpus"][0] = 0
     with pytest.raises(ValidationError):
         InstanceModel.model_validate(d)
+
+
+def test_drf_counts_the_chosen_size_and_urgency_the_best_factor():
+    el = {"gpus": [1, 2, 4], "scaling": [1.0, 1.9, 3.6]}
+    nodes = [{"id": "n0", "gpu_type": "V100", "gpus": 6, "cpus": 64, "mem_gb": 500}]
+    jobs = [_job(0, 1, w=10.0, tenant="a", elastic=copy.deepcopy(el)), _job(1, 4, tenant="b")]
+    worth = solve_round(Instance.from_dict(_round(copy.deepcopy(jobs), nodes=nodes)), solver="cpsat", time_limit=3)
+    assert {j: a.gpus for j, a in worth.schedule.jobs.items()} == {"j0": 4}  # worth alone: a grows, b waits
+    inst = Instance.from_dict(_round(jobs, nodes=nodes, fairness="drf"))
+    res = solve_round(inst, solver="cpsat", time_limit=3)
+    assert {j: a.gpus for j, a in res.schedule.jobs.items()} == {"j0": 2, "j1": 4}  # max-min: a at 2 beside b
+    assert check_schedule(inst, res.schedule).dominant_shares == pytest.approx({"a": 2 / 6, "b": 4 / 6})
+    assert res.stats["drf_min_share"] == pytest.approx(2 / 6) and res.status.value == "optimal"
+    # 1000 s of work left at the nominal gang, 400 s to the deadline: only the 3.6x size makes it
+    urgent = Instance.from_dict(_round([_job(0, 1, elastic=copy.deepcopy(el), remaining_s=1000.0, deadline_s=400.0)]))
+    assert check_schedule(urgent, Schedule("el", {})).deadline_misses == ["j0"]
+    rigid = Instance.from_dict(_round([_job(0, 1, remaining_s=1000.0, deadline_s=400.0)]))
+    assert check_schedule(rigid, Schedule("el", {})).deadline_misses == []  # out of reach: not urgent
+    for m in METHODS:
+        assert "j0" in solve_round(urgent, solver=m, time_limit=2).schedule.jobs, m
