@@ -162,8 +162,8 @@ class LargeNeighbourhoodSearch:
         worker, bound = None, None
         if opts["bound"] and deadline - time.perf_counter() > _WORKER_FROM_S and BoundWorker.applies(instance):
             worker = BoundWorker(instance, deadline - time.perf_counter() - 0.1, [s for _n, s in starts])
-        elif opts["bound"]:
-            bound = lp_bound_within(instance, start + 0.2 * time_limit, stats)
+        elif opts["bound"]:  # a fifth of the time from now (the starts may have taken a while on huge rounds)
+            bound = lp_bound_within(instance, time.perf_counter() + 0.2 * time_limit, stats)
         data = job_data(instance)
         by_type: dict[str, list[str]] = {}
         for n in instance.nodes:
