@@ -43,7 +43,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "num_workers": 1,  # CP-SAT workers per sub-problem
     "nodes": 4,  # nodes freed per neighbourhood
     "extra_jobs": 16,  # waiting jobs offered to a neighbourhood
-    "sub_time": 0.5,  # seconds per sub-problem at most
+    "sub_time": 0.25,  # seconds per sub-problem at most (measured: 0.25 s >= 0.5 s > 0.15 s; benchmarks/README.md)
     "bound": True,  # report a bound: the configuration LP on a child process where it applies, else the LP bound
 }
 
@@ -134,7 +134,7 @@ class LargeNeighbourhoodSearch:
     """``lns``: CP-SAT re-optimisation of node neighbourhoods, seeded by greedy (or the hint).
 
     Options: ``num_workers`` (per sub-problem, default 1), ``nodes`` (freed per step, 4),
-    ``extra_jobs`` (waiting jobs offered, 16), ``sub_time`` (seconds per sub-problem, 0.5).
+    ``extra_jobs`` (waiting jobs offered, 16), ``sub_time`` (seconds per sub-problem, 0.25).
     """
 
     name = "lns"
@@ -194,7 +194,7 @@ class LargeNeighbourhoodSearch:
             budget = min(opts["sub_time"], deadline - time.perf_counter())
             if budget <= 0.02:
                 break
-            # no LP bound per sub-problem: it is not used, and CP-SAT would keep 0.3 s of the 0.5 s for it
+            # no LP bound per sub-problem: it is not used, and CP-SAT would keep 0.3 s of each sub-problem for it
             res = sub.solve(sub_inst, time_limit=budget, seed=rng.randrange(2**31), hint=sub_hint,
                             num_workers=opts["num_workers"], greedy_hint=False, lp_fallback=False)
             # adapt: grow the neighbourhood while sub-problems are proven quickly, shrink when not
