@@ -56,7 +56,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "job_symmetry": True,  # order identical jobs by selection
     "type_cuts": False,  # aggregated capacity per GPU type (implied by the node rows)
     "greedy_hint": True,  # complete the search with the greedy schedule when no hint is given
-    "lns_share": None,  # share of the time for an lns warm start (None: 0 up to LNS_FROM_CELLS cells, 0.7, 0.9 above LNS_MOSTLY_FROM_CELLS)
+    "lns_share": None,  # share of the time for an lns warm start (None: 0 up to LNS_FROM_CELLS cells, 0.7, 0.97 above LNS_MOSTLY_FROM_CELLS)
     "lifted_rows": True,  # lift node core/memory rows by the capacity GPU-heavy jobs strand (measured: faster proofs)
     "split_cuts": False,  # linear rows tying a split job's node count, modes and penalty (LP strength)
     "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
@@ -80,10 +80,11 @@ PORTFOLIOS: dict[str, dict[str, Any]] = {
 #: 32 x 120 and beyond, lns finds 10-20 % better schedules than CP-SAT in 10 s, and CP-SAT did
 #: not improve on a 4 s lns start in the next 6 s)
 LNS_FROM_CELLS = 1024
-#: ... and above this many cells 90 % of the time (measured at 64 x 256, 4 rounds, one run, load
-#: 7.5: CP-SAT got 0-0.6 deterministic seconds after a 70 % lns stage and never improved it; the
-#: 90 % share found better schedules on all 4, +4 % in sum; at 32 x 120 (3,840 cells) the 30 %
-#: CP-SAT stage never improved the lns schedule either: core-quiet.csv, 4 of 4 rounds)
+#: ... and above this many cells 97 % of the time: the CP-SAT stage after it is only a chance to
+#: polish (measured at 64 x 256, 4 rounds, load 7.5: CP-SAT got 0-0.6 deterministic seconds after
+#: a 70 % lns stage and never improved it, a 90 % share found better schedules on all 4, +4 % in
+#: sum; with 90 % it got 0.0 deterministic seconds at 64 x 256 and 0.04-0.34 at 32 x 120, where
+#: it never improved the lns schedule either: core-quiet.csv, core-session3.csv)
 LNS_MOSTLY_FROM_CELLS = 2048
 
 #: seconds kept back from the time limit for reading the solution and building the Result, plus
@@ -761,7 +762,7 @@ class CpSatSolver:
         share = opts["lns_share"]
         if share is None:
             cells = len(instance.jobs) * len(instance.nodes)
-            share = 0.9 if cells > LNS_MOSTLY_FROM_CELLS else 0.7 if cells > LNS_FROM_CELLS else 0.0
+            share = 0.97 if cells > LNS_MOSTLY_FROM_CELLS else 0.7 if cells > LNS_FROM_CELLS else 0.0
         lp_bound = None
         worker = None
         if share > 0:
