@@ -119,15 +119,20 @@ def bounds(seconds: float) -> None:
         write_table(table)
 
 
-def split(bench_csv: Path, out: Path) -> None:
-    """Per medium row of a bench CSV: the gap split into its primal and bound parts."""
+def split(bench_csv: Path, out: Path, also: list[Path] | None = None) -> None:
+    """Per medium row of a bench CSV: the gap split into its primal and bound parts (``also``:
+    more bench CSVs whose schedules count towards the best known)."""
     table = read_table()
     rows = []
     with bench_csv.open() as f:
         bench = [r for r in csv.DictReader(f) if r["class"] == "medium"]
-    # the best known: the stored long runs, or a better schedule any solver of the bench found
+    others = []
+    for path in also or []:
+        with path.open() as f:
+            others += [r for r in csv.DictReader(f) if r["class"] == "medium"]
+    # the best known: the stored long runs, or a better schedule any solver of the bench(es) found
     best_of: dict[str, float] = {}
-    for r in bench:
+    for r in bench + others:
         name = round_name(r["class"], r["variant"], int(r["nodes"]), int(r["jobs"]), int(r["seed"]))
         stored = float(table[name]["best_objective"]) if name in table else float("-inf")
         best_of[name] = max(best_of.get(name, stored), float(r["objective"]))
@@ -169,13 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("split", help="split a bench CSV's medium gaps into primal and bound parts")
     p.add_argument("bench_csv", type=Path)
     p.add_argument("-o", "--output", type=Path, default=RESULTS / "core-gap-split.csv")
+    p.add_argument("--also", type=Path, nargs="*", default=[], help="more bench CSVs counted for the best known")
     args = ap.parse_args(argv)
     if args.cmd == "search":
         search(args.classes, args.seeds, args.variants, args.method, args.time, args.workers, args.options)
     elif args.cmd == "bounds":
         bounds(args.time)
     else:
-        split(args.bench_csv, args.output)
+        split(args.bench_csv, args.output, args.also)
     return 0
 
 
