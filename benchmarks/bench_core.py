@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from optsched.gen import SIZE_CLASSES, generate
@@ -50,6 +51,15 @@ def make_instance(cls: str, nodes: int, jobs: int, seed: int, variant: str) -> I
     return generate(nodes, jobs, seed=seed, **opts)
 
 
+def rounds(classes: list[str], seeds: int, variants: list[str]) -> Iterator[tuple[str, int, int, str, int]]:
+    """The bench's rounds as ``(class, nodes, jobs, variant, seed)``; the large class gets one seed."""
+    for cls in classes:
+        for nodes, jobs in SHAPES[cls]:
+            n_seeds = 1 if cls == "large" else seeds
+            for variant, seed in itertools.product(variants, range(n_seeds)):
+                yield cls, nodes, jobs, variant, seed
+
+
 def run(classes: list[str], seeds: int, workers: int, time_limit: float, methods: list[str], variants: list[str],
         cpsat_options: dict | None = None) -> list[dict]:
     """Solve every round of ``classes`` with every method; one row per solve.
@@ -59,30 +69,27 @@ def run(classes: list[str], seeds: int, workers: int, time_limit: float, methods
     and CP-SAT's deterministic time, which does not depend on the load.
     """
     rows = []
-    for cls in classes:
-        for nodes, jobs in SHAPES[cls]:
-            n_seeds = 1 if cls == "large" else seeds
-            for variant, seed in itertools.product(variants, range(n_seeds)):
-                inst = make_instance(cls, nodes, jobs, seed, variant)
-                for solver in methods:
-                    opts = {"num_workers": workers, **(cpsat_options or {})} if solver == "cpsat" else {}
-                    t0 = time.perf_counter()
-                    res = solve_round(inst, solver=solver, time_limit=time_limit, seed=seed, **opts)
-                    wall = time.perf_counter() - t0
-                    row = {
-                        "class": cls, "variant": variant, "nodes": nodes, "jobs": jobs, "seed": seed, "solver": solver,
-                        "status": res.status.value, "objective": round(res.objective, 6),
-                        "bound": None if res.bound is None else round(res.bound, 6),
-                        "gap": None if res.gap is None else round(res.gap, 6), "time_s": round(wall, 3),
-                        "hint_objective": res.stats.get("hint_objective"), "variables": res.stats.get("variables"),
-                        "build_s": None if res.stats.get("build_s") is None else round(res.stats["build_s"], 3),
-                        "deterministic_s": None if res.stats.get("deterministic_s") is None else round(res.stats["deterministic_s"], 3),
-                        "cpsat_status": res.stats.get("cpsat_status"), "load1": round(os.getloadavg()[0], 2),
-                    }
-                    rows.append(row)
-                    print(f"{cls:6} {nodes:4}n {jobs:4}j s{seed} {solver:6} {row['status']:10} obj={row['objective']:.4f} "
-                          f"gap={row['gap']} t={wall:.2f}s dt={row['deterministic_s']} vars={row['variables']} build={row['build_s']} "
-                          f"load={row['load1']}", flush=True)
+    for cls, nodes, jobs, variant, seed in rounds(classes, seeds, variants):
+        inst = make_instance(cls, nodes, jobs, seed, variant)
+        for solver in methods:
+            opts = {"num_workers": workers, **(cpsat_options or {})} if solver == "cpsat" else {}
+            t0 = time.perf_counter()
+            res = solve_round(inst, solver=solver, time_limit=time_limit, seed=seed, **opts)
+            wall = time.perf_counter() - t0
+            row = {
+                "class": cls, "variant": variant, "nodes": nodes, "jobs": jobs, "seed": seed, "solver": solver,
+                "status": res.status.value, "objective": round(res.objective, 6),
+                "bound": None if res.bound is None else round(res.bound, 6),
+                "gap": None if res.gap is None else round(res.gap, 6), "time_s": round(wall, 3),
+                "hint_objective": res.stats.get("hint_objective"), "variables": res.stats.get("variables"),
+                "build_s": None if res.stats.get("build_s") is None else round(res.stats["build_s"], 3),
+                "deterministic_s": None if res.stats.get("deterministic_s") is None else round(res.stats["deterministic_s"], 3),
+                "cpsat_status": res.stats.get("cpsat_status"), "load1": round(os.getloadavg()[0], 2),
+            }
+            rows.append(row)
+            print(f"{cls:6} {nodes:4}n {jobs:4}j s{seed} {solver:6} {row['status']:10} obj={row['objective']:.4f} "
+                  f"gap={row['gap']} t={wall:.2f}s dt={row['deterministic_s']} vars={row['variables']} build={row['build_s']} "
+                  f"load={row['load1']}", flush=True)
     return rows
 
 
@@ -122,6 +129,21 @@ def summarise(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def write_rows(rows: list[dict], output: Path, summarise: Callable[[list[dict]], str]) -> None:
+    """Write ``rows`` as CSV (columns from the first row), then print ``summarise(rows)`` and where they went.
+
+    The rows are on disk before the summary is computed, so a failing summary loses nothing.
+    """
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print()
+    print(summarise(rows))
+    print(f"rows written to {output}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--classes", nargs="+", default=["small", "medium", "large"], choices=sorted(SHAPES))
@@ -135,14 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     rows = run(args.classes, args.seeds, args.workers, args.time_limit, args.methods, args.variants, args.cpsat_options)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with args.output.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print()
-    print(summarise(rows))
-    print(f"rows written to {args.output}")
+    write_rows(rows, args.output, summarise)
     return 0
 
 

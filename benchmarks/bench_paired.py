@@ -17,7 +17,6 @@ the round (``gap_best_bound``, the one comparable across sides).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_core import SHAPES, make_instance  # noqa: E402
+from bench_core import SHAPES, make_instance, rounds, write_rows  # noqa: E402
 
 from optsched.io import save_instance  # noqa: E402
 
@@ -63,29 +62,24 @@ def run(before: str, classes: list[str], seeds: int, methods: list[str], time_li
         old.mkdir()
         archive = subprocess.run(["git", "archive", before], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-        k = 0
-        for cls in classes:
-            for nodes, jobs in SHAPES[cls]:
-                for variant in ("base", "mixed"):
-                    for seed in range(1 if cls == "large" else seeds):
-                        path = Path(tmp) / f"{cls}-{variant}-{nodes}x{jobs}-{seed}.json"
-                        save_instance(make_instance(cls, nodes, jobs, seed, variant), path)
-                        sides = [("before", old), ("after", ROOT)]
-                        if k % 2:
-                            sides.reverse()
-                        k += 1
-                        for solver in methods:
-                            opts = {"num_workers": workers} if solver == "cpsat" else {}
-                            got = {side: solve_in(code, path, solver, time_limit, seed, opts) for side, code in sides}
-                            best = min((g["bound"] for g in got.values() if g["bound"] is not None), default=None)
-                            for side, g in got.items():
-                                gb = None if best is None else max(0.0, best - g["objective"]) / max(best, 1e-9)
-                                row = {"class": cls, "variant": variant, "nodes": nodes, "jobs": jobs, "seed": seed,
-                                       "solver": solver, "side": side, **g, "gap_best_bound": gb}
-                                rows.append(row)
-                                print(f"{cls:6} {variant:5} {nodes:4}x{jobs:<4} s{seed} {solver:5} {side:6} {g['status']:10} "
-                                      f"obj={g['objective']:.4f} gap={g['gap']} gap_best={gb if gb is None else round(gb, 5)} "
-                                      f"t={g['time_s']:.2f} load={g['load1']:.2f}", flush=True)
+        for k, (cls, nodes, jobs, variant, seed) in enumerate(rounds(classes, seeds, ["base", "mixed"])):
+            path = Path(tmp) / f"{cls}-{variant}-{nodes}x{jobs}-{seed}.json"
+            save_instance(make_instance(cls, nodes, jobs, seed, variant), path)
+            sides = [("before", old), ("after", ROOT)]
+            if k % 2:
+                sides.reverse()
+            for solver in methods:
+                opts = {"num_workers": workers} if solver == "cpsat" else {}
+                got = {side: solve_in(code, path, solver, time_limit, seed, opts) for side, code in sides}
+                best = min((g["bound"] for g in got.values() if g["bound"] is not None), default=None)
+                for side, g in got.items():
+                    gb = None if best is None else max(0.0, best - g["objective"]) / max(best, 1e-9)
+                    row = {"class": cls, "variant": variant, "nodes": nodes, "jobs": jobs, "seed": seed,
+                           "solver": solver, "side": side, **g, "gap_best_bound": gb}
+                    rows.append(row)
+                    print(f"{cls:6} {variant:5} {nodes:4}x{jobs:<4} s{seed} {solver:5} {side:6} {g['status']:10} "
+                          f"obj={g['objective']:.4f} gap={g['gap']} gap_best={gb if gb is None else round(gb, 5)} "
+                          f"t={g['time_s']:.2f} load={g['load1']:.2f}", flush=True)
     return rows
 
 
@@ -120,14 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", type=Path, default=Path(__file__).parent / "results" / "core-paired.csv")
     args = ap.parse_args(argv)
     rows = run(args.before, args.classes, args.seeds, args.methods, args.time_limit, args.workers)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with args.output.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print()
-    print(summarise(rows))
-    print(f"rows written to {args.output}")
+    write_rows(rows, args.output, summarise)
     return 0
 
 
