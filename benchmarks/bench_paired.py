@@ -95,7 +95,8 @@ def summarise(rows: list[dict]) -> str:
                 own = [100 * r["gap"] for r in rs if r["gap"] is not None]
                 proven = sum(r["status"] == "optimal" for r in rs)
                 times = [r["time_s"] for r in rs]
-                out.append(f"{cls:6} {solver:5} {side:6}: gap vs best bound median {statistics.median(gaps):.3f}% max {max(gaps):.3f}%"
+                vs_best = f"median {statistics.median(gaps):.3f}% max {max(gaps):.3f}%" if gaps else "n/a (no bound)"
+                out.append(f"{cls:6} {solver:5} {side:6}: gap vs best bound {vs_best}"
                            f" | own gap median {statistics.median(own) if own else float('nan'):.3f}%"
                            f" | proven {proven}/{len(rs)} | time median {statistics.median(times):.2f}s max {max(times):.2f}s")
     loads = [r["load1"] for r in rows]
