@@ -7,7 +7,7 @@ Python loop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -109,21 +109,26 @@ class Cluster:
         return None  # unreachable: the total capacity was checked above
 
 
-def place(instance: Instance, cl: Cluster, job: Job, cpus_per_gpu: int, mem_per_gpu_gb: int) -> dict[str, int] | None:
+def place(instance: Instance, cl: Cluster, job: Job, cpus_per_gpu: int, mem_per_gpu_gb: int,
+          sizes: Sequence[int] | None = None) -> dict[str, int] | None:
     """Where ``job`` goes at the given per-GPU point, taking the room from ``cl``; ``None``: nowhere.
 
     A running job keeps its current nodes when they still hold it on an allowed type (no restart);
-    otherwise best fit on its allowed GPU types, fastest type first."""
+    otherwise best fit with each of ``sizes`` GPUs in turn (default: its ``gpus``), on its allowed
+    GPU types, fastest type first."""
     allowed = cl.allowed_types(job)
     nodes = None
     if job.placement is not None:
         ptypes = {instance.node(n).gpu_type for n in job.placement}
         if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, cpus_per_gpu, mem_per_gpu_gb):
             nodes = dict(job.placement)
-    for t in allowed:
+    for k in (job.gpus,) if sizes is None else sizes:
         if nodes is not None:
             break
-        nodes = cl.best_fit(t, job.gpus, cpus_per_gpu, mem_per_gpu_gb)
+        for t in allowed:
+            nodes = cl.best_fit(t, k, cpus_per_gpu, mem_per_gpu_gb)
+            if nodes is not None:
+                break
     if nodes is not None:
         cl.take(nodes, cpus_per_gpu, mem_per_gpu_gb)
     return nodes

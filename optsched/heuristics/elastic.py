@@ -2,10 +2,11 @@
 
 Used by ``fungible-greedy`` (formulations/policies.md, "Elastic gangs"):
 
-* :func:`place_sized` admits a job at its most GPU-efficient size first (largest
-  ``scaling(k) / k``: the smallest size for a concave curve, so more jobs get in) and *shrinks* it
-  -- tries every other size, most efficient first -- when that does not fit; a running job keeps
-  its current nodes when they still hold it (no restart).
+* :func:`admission_sizes` orders the sizes ``place`` (:func:`optsched.heuristics.common.place`)
+  tries when admitting a job: its most GPU-efficient size first (largest ``scaling(k) / k``: the
+  smallest size for a concave curve, so more jobs get in), then *shrinking* it -- every other
+  size, most efficient first -- when that does not fit; a running job keeps its current nodes
+  when they still hold it (no restart).
 * :func:`grow` then spends the GPUs left over: repeatedly, the job whose next larger size adds
   the most value per extra GPU (``weight x speed x throughput / demand x (s_k - s_g) / (k - g)``,
   the marginal gain of a concave knapsack) is re-placed at that size -- on its own node when the
@@ -23,11 +24,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection
 
-from optsched.heuristics.common import Cluster
+from optsched.heuristics.common import Cluster, place
 from optsched.model import Instance, Job
 from optsched.values import job_value
 
-__all__ = ["admission_sizes", "grow", "knapsack_place", "place_sized"]
+__all__ = ["admission_sizes", "grow", "knapsack_place"]
 
 
 def admission_sizes(job: Job) -> list[int]:
@@ -35,28 +36,6 @@ def admission_sizes(job: Job) -> list[int]:
     if job.elastic is None:
         return [job.gpus]
     return sorted(job.sizes, key=lambda k: (-(job.scaling(k) or 0.0) / k, k))
-
-
-def place_sized(instance: Instance, cl: Cluster, job: Job, c: int, m: int) -> dict[str, int] | None:
-    """Where ``job`` goes at per-GPU point ``(c, m)``, taking the room from ``cl`` (``None``:
-    nowhere at any allowed size): its current nodes if they still hold it on an allowed type, else
-    best fit at :func:`admission_sizes` in turn, fastest allowed type first."""
-    allowed = cl.allowed_types(job)
-    nodes = None
-    if job.placement is not None:
-        ptypes = {instance.node(n).gpu_type for n in job.placement}
-        if len(ptypes) == 1 and next(iter(ptypes)) in allowed and cl.fits_at(job.placement, c, m):
-            nodes = dict(job.placement)
-    for k in admission_sizes(job):
-        if nodes is not None:
-            break
-        for t in allowed:
-            nodes = cl.best_fit(t, k, c, m)
-            if nodes is not None:
-                break
-    if nodes is not None:
-        cl.take(nodes, c, m)
-    return nodes
 
 
 def _value(instance: Instance, job: Job, nodes: dict[str, int], c: int, m: int) -> float:
@@ -144,7 +123,7 @@ def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict
                    points: dict[str, tuple[int, int]]) -> None:
     """Place every job of ``points`` (job id -> its per-GPU point) not yet in ``chosen`` by one
     greedy over *increments*, best value per GPU first: admitting a job (at its most efficient
-    size, :func:`place_sized`) and growing an elastic one to a larger size (:func:`_try_grow`)
+    size, :func:`admission_sizes`) and growing an elastic one to a larger size (:func:`_try_grow`)
     compete in one queue -- the greedy of a knapsack with concave items. Urgent deadline jobs are
     admitted first. A job's estimate uses its fastest allowed type and its point."""
     from optsched.round_policies import urgent
@@ -171,7 +150,7 @@ def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict
         job = instance.job(jid)
         if k == 0:  # admission
             c, m = points[jid]
-            nodes = place_sized(instance, cl, job, c, m)
+            nodes = place(instance, cl, job, c, m, admission_sizes(job))
             if nodes is None:
                 continue
             chosen[jid] = (nodes, c, m)

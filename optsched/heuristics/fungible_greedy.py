@@ -12,7 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from optsched.heuristics.common import Cluster, job_order, place
-from optsched.heuristics.elastic import grow, knapsack_place, place_sized
+from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
@@ -81,7 +81,7 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         if knapsack:
             lean[job.id] = (c, m)
             continue
-        nodes = place(instance, cl, job, c, m) if job.elastic is None else place_sized(instance, cl, job, c, m)
+        nodes = place(instance, cl, job, c, m, admission_sizes(job))
         if nodes is None:
             continue
         chosen[job.id] = (nodes, c, m)
