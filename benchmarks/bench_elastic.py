@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, run_resumable  # noqa: E402
-from bench_sim import WORKLOADS  # noqa: E402
+from bench_policies import LOAD, run_resumable, summary_columns  # noqa: E402
+from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
 ALLOCATORS = ("fixed-demand", "fungible-greedy", "cpsat")
 SHARES = ("0", "1")
@@ -43,10 +43,9 @@ FIELDS = ("workload", "policy", "elastic_share", "allocator", "jobs", "finished"
 def run_one(workload: str, share: str, allocator: str, seed: int, time_limit: float, deterministic_time: float | None,
             policy: str = POLICY) -> dict[str, Any]:
     from optsched.sim.engine import SimConfig
-    from optsched.sim.experiment import prepare, run
+    from optsched.sim.experiment import run
 
-    w = dict(WORKLOADS[workload])
-    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    setup = setup_window(workload, LOAD, seed)
     opts: dict[str, Any] = {}
     if allocator == "cpsat":
         opts["num_workers"] = 1
@@ -60,10 +59,9 @@ def run_one(workload: str, share: str, allocator: str, seed: int, time_limit: fl
     el = res.jobs["elastic"].astype(bool) & (res.jobs["run_s"] > 0)
     mean_gpus = float(res.jobs["gpu_s"][el].sum() / res.jobs["run_s"][el].sum()) if el.any() else float("nan")
     nominal = float((res.jobs["gpus"][el] * res.jobs["run_s"][el]).sum() / res.jobs["run_s"][el].sum()) if el.any() else float("nan")
-    return {"workload": workload, "policy": policy, "elastic_share": share, "allocator": allocator, "jobs": s["jobs"],
-            "finished": s["finished"], "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600,
-            "makespan_h": s["makespan_s"] / 3600, "gpu_util": s["gpu_util"], "elastic_mean_gpus": mean_gpus,
-            "elastic_nominal_gpus": nominal, "preemptions": s["preemptions"], "moves": s["moves"], "solver_calls": s["solver_calls"],
+    return {"workload": workload, "policy": policy, "elastic_share": share, "allocator": allocator, **summary_columns(s),
+            "gpu_util": s["gpu_util"], "elastic_mean_gpus": mean_gpus, "elastic_nominal_gpus": nominal, "moves": s["moves"],
+            "solver_calls": s["solver_calls"],
             "solve_s_mean": s["solve_s_mean"] or 0.0, "wall_s": wall, "cpu_s": cpu, "loadavg": os.getloadavg()[0]}
 
 

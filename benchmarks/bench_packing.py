@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, run_resumable  # noqa: E402
-from bench_sim import WORKLOADS  # noqa: E402
+from bench_policies import LOAD, run_resumable, summary_columns  # noqa: E402
+from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
 #: variant -> packing tolerance (None: no packing)
@@ -86,11 +86,9 @@ def free_metrics(res: Any, rec: FreeRecorder) -> dict[str, float]:
 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
     from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
-    from optsched.sim.experiment import prepare
     from optsched.sim.policies import get_policy
 
-    w = dict(WORKLOADS[workload])
-    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    setup = setup_window(workload, LOAD, seed)
     opts = {"num_workers": 1} if allocator == "cpsat" else {}
     rec = FreeRecorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts))
     tol = VARIANTS[variant]
@@ -106,13 +104,12 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     large = fin & (jobs["gpus"] >= LARGE)
     small = fin & (jobs["gpus"] == 1)
     row: dict[str, Any] = {
-        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
-        "large_jobs": int(large.sum()), "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600,
-        "makespan_h": s["makespan_s"] / 3600,
+        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, **summary_columns(s),
+        "large_jobs": int(large.sum()),
         "large_queue_h": float(np.mean(jobs["start_s"][large] - jobs["submit_s"][large])) / 3600 if large.any() else float("nan"),
         "large_jct_h": float(np.mean(jct[large])) / 3600 if large.any() else float("nan"),
         "small_jct_h": float(np.mean(jct[small])) / 3600 if small.any() else float("nan"),
-        "gpu_util": s["gpu_util"], "preemptions": s["preemptions"], "moves": s["moves"], "solver_calls": s["solver_calls"],
+        "gpu_util": s["gpu_util"], "moves": s["moves"], "solver_calls": s["solver_calls"],
         "wall_s": wall, "loadavg": os.getloadavg()[0],
     }
     row.update(free_metrics(res, rec))

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sim import WORKLOADS  # noqa: E402
+from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
 POLICIES = ("fifo", "las", "srtf", "gittins", "themis", "gavel", "gavel-makespan", "maxmin")
 ALLOCATORS = ("fungible-greedy", "fixed-demand")
@@ -53,19 +53,23 @@ def fairness(jct: np.ndarray, duration: np.ndarray) -> dict[str, float]:
     return {"max_rho": float(rho.max()), "mean_rho": float(rho.mean()), "jain": jain}
 
 
+def summary_columns(s: dict[str, Any]) -> dict[str, Any]:
+    """The columns every simulation bench shares, from a run's ``summary()``: counts, JCTs and makespan in hours."""
+    return {"jobs": s["jobs"], "finished": s["finished"], "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600,
+            "makespan_h": s["makespan_s"] / 3600, "preemptions": s["preemptions"]}
+
+
 def run_one(workload: str, policy: str, allocator: str, seed: int, time_limit: float) -> dict[str, Any]:
     from optsched.sim.engine import SimConfig
-    from optsched.sim.experiment import prepare, run
+    from optsched.sim.experiment import run
 
-    w = dict(WORKLOADS[workload])
-    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    setup = setup_window(workload, LOAD, seed)
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed,
               config=SimConfig(name=f"{workload}-{policy}-{allocator}", progress=False))
     s = res.summary()
     fin = res.finished
-    row = {"workload": workload, "policy": policy, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
-           "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
-           "preemptions": s["preemptions"], "wall_s": s["wall_s"], "loadavg": os.getloadavg()[0]}
+    row = {"workload": workload, "policy": policy, "allocator": allocator, **summary_columns(s), "wall_s": s["wall_s"],
+           "loadavg": os.getloadavg()[0]}
     row.update(fairness(res.jct_s[fin], isolated_s(setup)[fin]))
     return row
 

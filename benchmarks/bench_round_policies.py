@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, fairness, isolated_s, run_resumable  # noqa: E402
-from bench_sim import WORKLOADS  # noqa: E402
+from bench_policies import LOAD, fairness, isolated_s, run_resumable, summary_columns  # noqa: E402
+from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
 VARIANTS = ("plain", "deadlines", "quotas")
@@ -119,11 +119,9 @@ def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
     from optsched.sim.deadlines import deadline_metrics, mark_deadlines
     from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
-    from optsched.sim.experiment import prepare
     from optsched.sim.policies import get_policy
 
-    w = dict(WORKLOADS[workload])
-    setup = prepare(w.pop("trace"), target_load=LOAD, seed=seed, **w)
+    setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs
     quotas = quotas_for(jobs, sum(nd.gpus for nd in setup.nodes))
     opts = {"num_workers": 1} if allocator == "cpsat" else {}
@@ -137,9 +135,8 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     s = res.summary()
     fin = res.finished
     row: dict[str, Any] = {
-        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, "jobs": s["jobs"], "finished": s["finished"],
-        "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600, "makespan_h": s["makespan_s"] / 3600,
-        "gpu_util": s["gpu_util"], "preemptions": s["preemptions"], "solver_calls": s["solver_calls"], "wall_s": wall, "loadavg": os.getloadavg()[0],
+        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, **summary_columns(s),
+        "gpu_util": s["gpu_util"], "solver_calls": s["solver_calls"], "wall_s": wall, "loadavg": os.getloadavg()[0],
     }
     f = fairness(res.jct_s[fin], isolated_s(setup)[fin])
     row.update(max_rho=f["max_rho"], jain_jobs=f["jain"])

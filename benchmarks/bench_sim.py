@@ -53,11 +53,16 @@ INTEGRATED = "cpsat"
 BASELINES = ("fixed-demand", "fungible-greedy", "cpsat@demand")
 
 
-def _setup(workload: str, load: str, seed: int) -> Any:
+def setup_window(workload: str, target_load: float, seed: int) -> Any:
+    """The ``workload`` window (``WORKLOADS``) prepared at ``target_load`` with ``seed``."""
     from optsched.sim.experiment import prepare
 
     w = dict(WORKLOADS[workload])
-    return prepare(w.pop("trace"), target_load=LOADS[load], seed=seed, **w)
+    return prepare(w.pop("trace"), target_load=target_load, seed=seed, **w)
+
+
+def _setup(workload: str, load: str, seed: int) -> Any:
+    return setup_window(workload, LOADS[load], seed)
 
 
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
