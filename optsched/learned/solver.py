@@ -42,9 +42,6 @@ SAMPLE_CELLS = 4096
 #: rounds; on the small benchmark rounds it would cost ~20 ms a round
 REPAIR_CELLS = 512
 
-#: the shipped weights (repository ``learned/`` folder)
-
-
 #: torch threads for one forward pass (measured on the shared 2-core machine at load ~10: torch's
 #: default of 2 threads took 1.9 s for an 8 x 24 round's forward pass, one thread 0.04 s;
 #: OpenMP threads busy-wait, and one round's tensors are too small to gain from more)
