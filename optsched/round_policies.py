@@ -132,10 +132,8 @@ def drf_tenants(instance: Instance) -> dict[str, list[int]]:
     return {t: js for t, js in out.items() if any(drf_runnable(instance, instance.jobs[j]) for j in js)}
 
 
-def dominant_shares(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignment]) -> dict[str, float]:
-    """Per tenant with a job in the round, its dominant share under the scheduled ``job_ids`` (a
-    schedule's ``jobs`` mapping counts the GPUs each job got, which an elastic job chooses)."""
-    caps = drf_capacity(instance)
+def _tenant_usage(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignment]) -> dict[str, list[int]]:
+    """Per tenant with a job in the round, the :func:`drf_usage` summed over its scheduled jobs."""
     scheduled = _got(instance, job_ids)
     used: dict[str, list[int]] = {}
     for job in instance.jobs:
@@ -143,6 +141,14 @@ def dominant_shares(instance: Instance, job_ids: Iterable[str] | Mapping[str, As
         if job.id in scheduled:
             for r, a in enumerate(drf_usage(job, scheduled[job.id])):
                 row[r] += a
+    return used
+
+
+def dominant_shares(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignment]) -> dict[str, float]:
+    """Per tenant with a job in the round, its dominant share under the scheduled ``job_ids`` (a
+    schedule's ``jobs`` mapping counts the GPUs each job got, which an elastic job chooses)."""
+    caps = drf_capacity(instance)
+    used = _tenant_usage(instance, job_ids)
     return {t: max((u / c for u, c in zip(row, caps, strict=True) if c > 0), default=0.0) for t, row in used.items()}
 
 
@@ -150,16 +156,9 @@ def drf_level(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignme
     """``min over drf_tenants of max over resources of floor(S x used / capacity)``: the scaled
     smallest dominant share, exactly what the CP-SAT model's ``drf_min`` measures (0 without tenants)."""
     caps, s = drf_capacity(instance), drf_scale(instance)
-    scheduled = _got(instance, job_ids)
-    levels = []
-    for js in drf_tenants(instance).values():
-        row = [0, 0, 0]
-        for j in js:
-            if instance.jobs[j].id in scheduled:
-                for r, a in enumerate(drf_usage(instance.jobs[j], scheduled[instance.jobs[j].id])):
-                    row[r] += a
-        levels.append(max((s * u // c for u, c in zip(row, caps, strict=True) if c > 0), default=0))
-    return min(levels, default=0)
+    used = _tenant_usage(instance, job_ids)
+    return min((max((s * u // c for u, c in zip(used[t], caps, strict=True) if c > 0), default=0) for t in drf_tenants(instance)),
+               default=0)
 
 
 def best_speedup(instance: Instance, job: Job) -> float:
