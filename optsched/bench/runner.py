@@ -90,11 +90,12 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     try:
         inst = load_instance(task.instance)
         # "auto" is solve_round's own choice (recorded in the row's method column as auto:SOLVER)
-        how = {"method": "auto"} if task.solver == "auto" else {"solver": task.solver}
-        row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method="auto" if task.solver == "auto" else get_method(task.solver).family)
+        auto = task.solver == "auto"
+        how = {"method": "auto"} if auto else {"solver": task.solver}
+        row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method="auto" if auto else get_method(task.solver).family)
         start = time.perf_counter()
         res = solve_round(inst, **how, time_limit=task.time_limit, seed=task.seed, **dict(task.options))
-        if task.solver == "auto":
+        if auto:
             row["method"] = f"auto:{res.solver}"
         wall = time.perf_counter() - start
         report = check_schedule(inst, res.schedule)
