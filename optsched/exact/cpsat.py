@@ -877,7 +877,7 @@ class CpSatSolver:
             lp_bound = worker.collect(wait_until=deadline)
             stats.update(worker.stats, lp_bound=lp_bound)
         if code != cp_model.OPTIMAL and lp_bound is None and opts["lp_fallback"]:
-            from optsched.heuristics.lns import lp_bound_within
+            from optsched.mip.bound import lp_bound_within
 
             lp_bound = lp_bound_within(instance, deadline, stats)
             stats["lp_bound"] = lp_bound

@@ -37,7 +37,7 @@ from optsched.round_policies import (
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
-__all__ = ["LargeNeighbourhoodSearch", "lp_bound_within", "sub_instance"]
+__all__ = ["LargeNeighbourhoodSearch", "sub_instance"]
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "num_workers": 1,  # CP-SAT workers per sub-problem
@@ -163,6 +163,8 @@ class LargeNeighbourhoodSearch:
         if opts["bound"] and deadline - time.perf_counter() > _WORKER_FROM_S and BoundWorker.applies(instance):
             worker = BoundWorker(instance, deadline - time.perf_counter() - 0.1, [s for _n, s in starts])
         elif opts["bound"]:  # a fifth of the time from now (the starts may have taken a while on huge rounds)
+            from optsched.mip.bound import lp_bound_within
+
             bound = lp_bound_within(instance, time.perf_counter() + 0.2 * time_limit, stats)
         data = job_data(instance)
         by_type: dict[str, list[str]] = {}
@@ -239,23 +241,3 @@ class LargeNeighbourhoodSearch:
         stats["time_s"] = time.perf_counter() - start
         return Result(incumbent, status, value, bound, self.name, "heuristic", time.perf_counter() - start, stats)
 
-
-#: relative slack added to an LP bound (GLOP answers within 1e-7 relative feasibility tolerances)
-_LP_SLACK = 1e-6
-
-
-def lp_bound_within(instance: Instance, until: float, stats: dict[str, Any]) -> float | None:
-    """The LP-relaxation bound if it can be had before ``until`` (perf_counter), else ``None``."""
-    from optsched.mip.bound import lp_bound
-
-    left = until - time.perf_counter()
-    if left <= 0.05:
-        return None
-    t0 = time.perf_counter()
-    try:
-        b = lp_bound(instance, time_limit=left)
-    except RuntimeError as e:  # the LP hit its time limit: no proven bound this time
-        stats["bound_note"] = str(e)
-        return None
-    stats["bound_s"] = time.perf_counter() - t0
-    return b * (1 + _LP_SLACK) + _LP_SLACK

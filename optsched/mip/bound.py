@@ -31,7 +31,9 @@ proven up to those.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +44,7 @@ from optsched.mip.description import build
 from optsched.mip.linear import LinearModel
 from optsched.model import Instance
 
-__all__ = ["BACKENDS", "RELAXATIONS", "bound_model", "choose_relaxation", "lp_bound"]
+__all__ = ["BACKENDS", "LP_SLACK", "RELAXATIONS", "bound_model", "choose_relaxation", "lp_bound", "lp_bound_within"]
 
 RELAXATIONS = ("auto", "full", "pooled", "type")
 BACKENDS = ("glop", "pdlp", "cvxpy")
@@ -50,6 +52,8 @@ BACKENDS = ("glop", "pdlp", "cvxpy")
 FULL_LIMIT = 60_000
 #: ... and the per-class pooled model to this many (job, class, point) columns (GLOP: ~1.5 s at 100k, minutes at 1M)
 POOLED_LIMIT = 150_000
+#: relative slack added to an LP bound (GLOP answers within 1e-7 relative feasibility tolerances)
+LP_SLACK = 1e-6
 
 
 def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "auto", time_limit: float | None = None) -> float:
@@ -79,6 +83,22 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
     if value is None or status not in ("optimal", "optimal_inaccurate"):
         raise RuntimeError(f"lp_bound: {backend} ended with status {status!r} on {instance.name} (the LP is feasible and bounded)")
     return max(0.0, float(value))
+
+
+def lp_bound_within(instance: Instance, until: float, stats: dict[str, Any]) -> float | None:
+    """The LP-relaxation bound plus :data:`LP_SLACK` if it can be had before ``until``
+    (``time.perf_counter`` time), else ``None`` (the time taken, or why not, go in ``stats``)."""
+    left = until - time.perf_counter()
+    if left <= 0.05:
+        return None
+    t0 = time.perf_counter()
+    try:
+        b = lp_bound(instance, time_limit=left)
+    except RuntimeError as e:  # the LP hit its time limit: no proven bound this time
+        stats["bound_note"] = str(e)
+        return None
+    stats["bound_s"] = time.perf_counter() - t0
+    return b * (1 + LP_SLACK) + LP_SLACK
 
 
 def choose_relaxation(instance: Instance, data: RoundData) -> str:
