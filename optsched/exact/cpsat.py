@@ -94,9 +94,6 @@ _RESERVE_PER_JOB_S = 1e-4
 #: time kept for the LP-relaxation bound when CP-SAT ends without a proof (measured: 0.07 s at
 #: 64 x 256 once loaded, 0.3 s on first use)
 _LP_BOUND_S = 0.3
-#: the bound worker (a child process, optsched.mip.bound_worker) only with this much time left:
-#: starting it costs ~0.1 s of the caller's time and it needs seconds to beat the LP bound
-_WORKER_FROM_S = 2.0
 
 
 class OutOfTime(Exception):
@@ -767,9 +764,9 @@ class CpSatSolver:
         worker = None
         if share > 0:
             from optsched.heuristics.lns import LargeNeighbourhoodSearch
-            from optsched.mip.bound_worker import BoundWorker
+            from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
 
-            if opts["bound_worker"] and deadline - time.perf_counter() > _WORKER_FROM_S and BoundWorker.applies(instance):
+            if opts["bound_worker"] and deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
                 # the configuration-LP bound on the core lns leaves free (else lns computes the LP bound)
                 worker = BoundWorker(instance, max(0.0, deadline - time.perf_counter() - _LP_BOUND_S), candidates)
             # a share of what is left: preparing a 1,024 x 4,000 round (greedy hint, job data) takes ~1 s

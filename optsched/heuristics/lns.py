@@ -48,8 +48,6 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 }
 
 _RESERVE_S = 0.1
-#: the bound worker only with this much time left (it needs seconds to beat the LP bound)
-_WORKER_FROM_S = 2.0
 
 
 def _check(options: dict[str, Any]) -> dict[str, Any]:
@@ -157,10 +155,10 @@ class LargeNeighbourhoodSearch:
         # the bound: where the configuration LP applies, computed by a child process on the core
         # the search leaves free (optsched.mip.bound_worker); else the LP bound first, with at
         # most a fifth of the time, and the search gets the rest
-        from optsched.mip.bound_worker import BoundWorker
+        from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
 
         worker, bound = None, None
-        if opts["bound"] and deadline - time.perf_counter() > _WORKER_FROM_S and BoundWorker.applies(instance):
+        if opts["bound"] and deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
             worker = BoundWorker(instance, deadline - time.perf_counter() - 0.1, [s for _n, s in starts])
         elif opts["bound"]:  # a fifth of the time from now (the starts may have taken a while on huge rounds)
             from optsched.mip.bound import lp_bound_within

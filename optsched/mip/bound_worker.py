@@ -30,11 +30,14 @@ from typing import Any
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
-__all__ = ["BoundWorker", "CONFIG_MAX_JOBS"]
+__all__ = ["BoundWorker", "CONFIG_MAX_JOBS", "MIN_SECONDS"]
 
 #: the configuration LP only for rounds up to this many jobs: beyond, its pricing tables (one per
 #: job and node class) take hundreds of MB and it does not converge in seconds (64 x 256: ~10 s)
 CONFIG_MAX_JOBS = 512
+#: callers (cpsat, lns) start a worker only with this much time left: starting it costs ~0.1 s of
+#: the caller's time and it needs seconds to beat the LP bound
+MIN_SECONDS = 2.0
 #: the child's niceness: it should use the core the caller leaves idle, not take one from it
 #: (measured, shared machine at load ~3: lns inside cpsat fell from 176 to 165 with an un-niced worker)
 NICE = 15
