@@ -54,35 +54,57 @@ def _options(instance, job):
     return out
 
 
-def brute_force(instance) -> tuple[float, dict]:
-    """Best objective and one optimal schedule {job_id: (nodes, c, m)} by full enumeration."""
+def feasible_schedules(instance) -> Iterator[tuple[float, dict, dict]]:
+    """(worth, schedule {job_id: (nodes, c, m)}, load {node_id: [gpus, cores, GB]}) of every
+    schedule whose jobs fit the nodes together, by full enumeration (the empty schedule first)."""
     choices = [[None, *_options(instance, j)] for j in instance.jobs]
-    best, best_sched = 0.0, {}
     for combo in itertools.product(*choices):
         load = {n.id: [0, 0, 0] for n in instance.nodes}
-        ok, total = True, 0.0
-        for opt in combo:
+        sched, total = {}, 0.0
+        for j, opt in zip(instance.jobs, combo, strict=True):
             if opt is None:
                 continue
             value, used, c, m = opt
             total += value
+            sched[j.id] = (used, c, m)
             for nid, g in used.items():
                 row = load[nid]
                 row[0] += g
                 row[1] += c * g
                 row[2] += m * g
-        for n in instance.nodes:
-            g, c, m = load[n.id]
-            if g > n.gpus or c > n.cpus or m > n.mem_gb:
-                ok = False
-                break
-        if ok and total > best:
-            best = total
-            best_sched = {
-                j.id: (opt[1], opt[2], opt[3])
-                for j, opt in zip(instance.jobs, combo, strict=True) if opt is not None
-            }
+        if all(load[n.id][0] <= n.gpus and load[n.id][1] <= n.cpus and load[n.id][2] <= n.mem_gb for n in instance.nodes):
+            yield total, sched, load
+
+
+def brute_force(instance) -> tuple[float, dict]:
+    """Best objective and one optimal schedule {job_id: (nodes, c, m)} by full enumeration."""
+    best, best_sched = 0.0, {}
+    for total, sched, _load in feasible_schedules(instance):
+        if total > best:
+            best, best_sched = total, sched
     return best, best_sched
+
+
+def rules_hold(instance, sched) -> bool:
+    """Rules 6 (quotas) and 7 (max_moves) for ``sched`` {job_id: (nodes, c, m)}, restated from the
+    contract: a tenant's GPUs are those its jobs got, and a waiting elastic job fits the rest of
+    its quota at its smallest size."""
+    quotas = instance.round.tenants
+    if quotas is not None:
+        held = {}
+        for j in instance.jobs:
+            if j.id in sched:
+                held[j.tenant] = held.get(j.tenant, 0) + sum(sched[j.id][0].values())
+        smallest = {j.id: (j.elastic.gpus[0] if j.elastic is not None else j.gpus) for j in instance.jobs}
+        waits = any(j.id not in sched and j.tenant in quotas and held.get(j.tenant, 0) + smallest[j.id] <= quotas[j.tenant]
+                    for j in instance.jobs)
+        if waits and any(g > (quotas.get(t, 0) if t is not None else 0) for t, g in held.items()):
+            return False
+    if instance.round.max_moves is not None:
+        moves = sum(1 for j in instance.jobs if j.id in sched and j.placement is not None and dict(j.placement) != sched[j.id][0])
+        if moves > instance.round.max_moves:
+            return False
+    return True
 
 
 def search_size(instance) -> int:

@@ -5,11 +5,10 @@ its version, the checker's report, which methods honour it, and CP-SAT's lexicog
 from __future__ import annotations
 
 import copy
-import itertools
 from fractions import Fraction
 
 import pytest
-from bruteforce import _options
+from bruteforce import _options, feasible_schedules, search_size
 from conftest import base_round
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -105,27 +104,15 @@ def _lexicographic_brute(inst):
     """(max over feasible schedules of the smallest dominant share, best worth among those), from
     the contract: shares at fixed demand over the cluster totals, tenants with a runnable job."""
     caps = [sum(n.gpus for n in inst.nodes), sum(n.cpus for n in inst.nodes), sum(n.mem_gb for n in inst.nodes)]
-    choices = [[None, *_options(inst, j)] for j in inst.jobs]
-    tenants = {j.tenant or "" for j, ch in zip(inst.jobs, choices, strict=True) if len(ch) > 1}
+    tenants = {j.tenant or "" for j in inst.jobs if _options(inst, j)}
     best = None
-    for combo in itertools.product(*choices):
-        load = {n.id: [0, 0, 0] for n in inst.nodes}
+    for total, sched, _load in feasible_schedules(inst):
         held = {t: [0, 0, 0] for t in tenants}
-        total = 0.0
-        for j, opt in zip(inst.jobs, combo, strict=True):
-            if opt is None:
-                continue
-            value, used, c, m = opt
-            total += value
-            for nid, g in used.items():
-                load[nid][0] += g
-                load[nid][1] += c * g
-                load[nid][2] += m * g
-            row = held[j.tenant or ""]
-            for r, a in enumerate((j.gpus, j.gpus * j.demand[0], j.gpus * j.demand[1])):
-                row[r] += a
-        if any(load[n.id][0] > n.gpus or load[n.id][1] > n.cpus or load[n.id][2] > n.mem_gb for n in inst.nodes):
-            continue
+        for j in inst.jobs:
+            if j.id in sched:
+                row = held[j.tenant or ""]
+                for r, a in enumerate((j.gpus, j.gpus * j.demand[0], j.gpus * j.demand[1])):
+                    row[r] += a
         level = min((max((Fraction(u, c) for u, c in zip(row, caps, strict=True) if c > 0), default=Fraction(0))
                      for row in held.values()), default=Fraction(0))
         if best is None or (level, total) > best:
@@ -136,10 +123,7 @@ def _lexicographic_brute(inst):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(drf_rounds())
 def test_cpsat_maximises_the_smallest_dominant_share_then_worth(inst):
-    size = 1
-    for j in inst.jobs:
-        size *= 1 + len(_options(inst, j))
-    assume(size <= 3000)
+    assume(search_size(inst) <= 3000)
     res = solve_round(inst, solver="cpsat", time_limit=2, num_workers=1)
     rep = check_schedule(inst, res.schedule)
     level, worth = _lexicographic_brute(inst)

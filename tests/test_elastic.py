@@ -11,7 +11,7 @@ import json
 import math
 
 import pytest
-from bruteforce import _options, brute_force, search_size
+from bruteforce import brute_force, feasible_schedules, rules_hold, search_size
 from conftest import base_round
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -181,45 +181,8 @@ def elastic_rounds(draw, policies: bool = False):
     return Instance.from_dict(d)
 
 
-def _rules_hold(inst, sched):
-    """Rules 6 and 7 with elastic sizes, restated from the contract (independently of optsched)."""
-    quotas = inst.round.tenants
-    if quotas is not None:
-        held = {}
-        for j in inst.jobs:
-            if j.id in sched:
-                held[j.tenant] = held.get(j.tenant, 0) + sum(sched[j.id][0].values())
-        smallest = {j.id: (j.elastic.gpus[0] if j.elastic is not None else j.gpus) for j in inst.jobs}
-        waits = any(j.id not in sched and j.tenant in quotas and held.get(j.tenant, 0) + smallest[j.id] <= quotas[j.tenant] for j in inst.jobs)
-        if waits and any(g > (quotas.get(t, 0) if t is not None else 0) for t, g in held.items()):
-            return False
-    if inst.round.max_moves is not None:
-        moves = sum(1 for j in inst.jobs if j.id in sched and j.placement is not None and dict(j.placement) != sched[j.id][0])
-        if moves > inst.round.max_moves:
-            return False
-    return True
-
-
 def _brute_with_rules(inst):
-    best = 0.0
-    for combo in itertools.product(*[[None, *_options(inst, j)] for j in inst.jobs]):
-        load = {n.id: [0, 0, 0] for n in inst.nodes}
-        sched, total = {}, 0.0
-        for j, opt in zip(inst.jobs, combo, strict=True):
-            if opt is None:
-                continue
-            value, used, c, m = opt
-            total += value
-            sched[j.id] = (used, c, m)
-            for nid, g in used.items():
-                load[nid][0] += g
-                load[nid][1] += c * g
-                load[nid][2] += m * g
-        if any(load[n.id][0] > n.gpus or load[n.id][1] > n.cpus or load[n.id][2] > n.mem_gb for n in inst.nodes):
-            continue
-        if total > best and _rules_hold(inst, sched):
-            best = total
-    return best
+    return max((total for total, sched, _load in feasible_schedules(inst) if rules_hold(inst, sched)), default=0.0)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -245,7 +208,7 @@ def test_with_quotas_and_move_budgets_cpsat_matches_brute_force_and_every_method
     for m in METHODS:
         res = solve_round(inst, solver=m, time_limit=3 if m == "cpsat" else 0.3, **({"num_workers": 1} if m in ("cpsat", "lns") else {}))
         sched = {j: (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb) for j, a in res.schedule.jobs.items()}
-        assert _rules_hold(inst, sched), m
+        assert rules_hold(inst, sched), m
         if m == "cpsat":
             cp = res
     assert cp.status.value == "optimal"

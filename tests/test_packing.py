@@ -7,14 +7,13 @@ the command line."""
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from bruteforce import _options
+from bruteforce import feasible_schedules, search_size
 from conftest import base_round
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -174,31 +173,14 @@ def packing_rounds(draw):
 
 def _schedules(inst):
     """(worth, whole free GPUs, GPUs in use) of every feasible schedule, by enumeration from the contract."""
-    choices = [[None, *_options(inst, j)] for j in inst.jobs]
-    for combo in itertools.product(*choices):
-        load = {n.id: [0, 0, 0] for n in inst.nodes}
-        total = 0.0
-        for opt in combo:
-            if opt is None:
-                continue
-            value, used, c, m = opt
-            total += value
-            for nid, g in used.items():
-                load[nid][0] += g
-                load[nid][1] += c * g
-                load[nid][2] += m * g
-        if any(load[n.id][0] > n.gpus or load[n.id][1] > n.cpus or load[n.id][2] > n.mem_gb for n in inst.nodes):
-            continue
+    for total, _sched, load in feasible_schedules(inst):
         yield total, sum(n.gpus for n in inst.nodes if n.gpus > 0 and load[n.id][0] == 0), sum(v[0] for v in load.values())
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(packing_rounds())
 def test_cpsat_keeps_the_most_whole_free_gpus_among_near_best_schedules(inst):
-    size = 1
-    for j in inst.jobs:
-        size *= 1 + len(_options(inst, j))
-    assume(size <= 3000)
+    assume(search_size(inst) <= 3000)
     every = list(_schedules(inst))
     best = max(w for w, _, _ in every)
     tol = inst.round.packing_tolerance or 0.0

@@ -5,10 +5,9 @@ family's guarantee on random tiny rounds."""
 from __future__ import annotations
 
 import copy
-import itertools
 
 import pytest
-from bruteforce import _options
+from bruteforce import feasible_schedules, rules_hold, search_size
 from conftest import base_round
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -183,47 +182,13 @@ def policy_rounds(draw):
     return Instance.from_dict(d)
 
 
-def _rules_hold(inst, sched):
-    """Rules 6 and 7 restated from formulations/policies.md (independently of optsched)."""
-    quotas = inst.round.tenants
-    if quotas is not None:
-        held = {}
-        for j in inst.jobs:
-            if j.id in sched:
-                held[j.tenant] = held.get(j.tenant, 0) + j.gpus
-        waits = any(j.id not in sched and j.tenant in quotas and held.get(j.tenant, 0) + j.gpus <= quotas[j.tenant] for j in inst.jobs)
-        borrows = any(g > (quotas.get(t, 0) if t is not None else 0) for t, g in held.items())
-        if waits and borrows:
-            return False
-    if inst.round.max_moves is not None:
-        moves = sum(1 for j in inst.jobs if j.id in sched and j.placement is not None and dict(j.placement) != sched[j.id][0])
-        if moves > inst.round.max_moves:
-            return False
-    return True
-
-
 def _brute(inst):
     """(fewest deadline misses, best worth) over schedules that keep rules 6 and 7."""
     from optsched.checker import check_schedule as chk
 
-    choices = [[None, *_options(inst, j)] for j in inst.jobs]
     best = None
-    for combo in itertools.product(*choices):
-        load = {n.id: [0, 0, 0] for n in inst.nodes}
-        sched, total = {}, 0.0
-        for j, opt in zip(inst.jobs, combo, strict=True):
-            if opt is None:
-                continue
-            value, used, c, m = opt
-            total += value
-            sched[j.id] = (used, c, m)
-            for nid, g in used.items():
-                load[nid][0] += g
-                load[nid][1] += c * g
-                load[nid][2] += m * g
-        if any(load[n.id][0] > n.gpus or load[n.id][1] > n.cpus or load[n.id][2] > n.mem_gb for n in inst.nodes):
-            continue
-        if not _rules_hold(inst, sched):
+    for total, sched, _load in feasible_schedules(inst):
+        if not rules_hold(inst, sched):
             continue
         misses = len(chk(inst, Schedule(inst.name, {j: Assignment(u, c, m) for j, (u, c, m) in sched.items()})).deadline_misses)
         key = (-misses, total)
@@ -232,22 +197,15 @@ def _brute(inst):
     return best
 
 
-def _search_size(inst):
-    size = 1
-    for j in inst.jobs:
-        size *= 1 + len(_options(inst, j))
-    return size
-
-
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(policy_rounds())
 def test_every_supporting_method_keeps_the_rules_and_cpsat_matches_brute_force(inst):
-    assume(_search_size(inst) <= 3000)
+    assume(search_size(inst) <= 3000)
     for m in METHODS:
         res = solve_round(inst, solver=m, time_limit=2 if m == "cpsat" else 0.3, num_workers=1) if m in ("cpsat", "lns") \
             else solve_round(inst, solver=m, time_limit=1)
         sched = {j: (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb) for j, a in res.schedule.jobs.items()}
-        assert _rules_hold(inst, sched), m
+        assert rules_hold(inst, sched), m
         if m == "cpsat":
             cp = res
     neg_misses, best = _brute(inst)
