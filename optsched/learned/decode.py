@@ -277,13 +277,18 @@ def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: _State, 
             best = _best_upgrade(feats, st, j)  # re-check: earlier upgrades used room
             if best is None:
                 continue
-            p_new, p_prev = best[1], st.point[j]
-            dcj = int(feats.point_c[j, p_new] - feats.point_c[j, p_prev])
-            dmj = int(feats.point_m[j, p_new] - feats.point_m[j, p_prev])
-            for n, k in st.where[j].items():
-                st.free_c[n] -= dcj * k
-                st.free_m[n] -= dmj * k
-            st.point[j] = p_new
+            _repoint(st, feats, j, best[1])
+
+
+def _repoint(st: _State, feats: RoundFeatures, j: int, p: int) -> None:
+    """Move placed job ``j`` to grid point ``p`` on the nodes it holds, updating their free cores
+    and memory (the caller has checked that they have the room)."""
+    dc = int(feats.point_c[j, p] - feats.point_c[j, st.point[j]])
+    dm = int(feats.point_m[j, p] - feats.point_m[j, st.point[j]])
+    for n, k in st.where[j].items():
+        st.free_c[n] -= dc * k
+        st.free_m[n] -= dm * k
+    st.point[j] = p
 
 
 def _multiplier(instance: Instance, feats: RoundFeatures, j: int, nodes: dict[int, int]) -> float:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from optsched.learned.decode import _multiplier, _split, _State, redistribute_leftover
+from optsched.learned.decode import _multiplier, _repoint, _split, _State, redistribute_leftover
 from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
@@ -442,10 +442,7 @@ def price_repack(
             if feats.point_value[j, p] > feats.point_value[j, p0] and all(
                 st.free_c[n] >= (c - c0) * k and st.free_m[n] >= (m - m0) * k for n, k in nodes.items()
             ):
-                for n, k in nodes.items():
-                    st.free_c[n] -= (c - c0) * k
-                    st.free_m[n] -= (m - m0) * k
-                st.point[j] = int(p)
+                _repoint(st, feats, int(j), int(p))
                 break
     placed = np.zeros(J, dtype=bool)
     placed[list(st.where)] = True
@@ -545,11 +542,8 @@ def upgrade_points(instance: Instance, feats: RoundFeatures, st: _State, rounds:
         first = order[np.r_[True, node[a[order]][1:] != node[a[order]][:-1]]]
         for i in first:
             r, p = a[i], int(bp[i])
-            n = node[r]
-            st.free_c[n] -= (pc[r, p] - pc[r, cur[r]]) * g[r]
-            st.free_m[n] -= (pm[r, p] - pm[r, cur[r]]) * g[r]
+            _repoint(st, feats, int(jobs[r]), p)
             cur[r] = p
-            st.point[int(jobs[r])] = p
 
 
 def _freeing_plan(feats: RoundFeatures, st: _State, n: int, need_c: int, need_m: int, residents: list[int],
@@ -636,11 +630,8 @@ def squeeze_in(instance: Instance, feats: RoundFeatures, st: _State, *, max_node
         if best is None:
             continue
         _, n, p, plan = best
-        for i, k in plan.items():
-            gi = int(feats.gpus[i])
-            st.free_c[n] += (feats.point_c[i, st.point[i]] - feats.point_c[i, k]) * gi
-            st.free_m[n] += (feats.point_m[i, st.point[i]] - feats.point_m[i, k]) * gi
-            st.point[i] = k
+        for i, k in plan.items():  # the downgrades of the node's single-node jobs
+            _repoint(st, feats, i, k)
         _place_on(st, feats, int(j), {n: g}, p)
         residents.setdefault(n, []).append(int(j))
         mult[int(j)] = _multiplier(instance, feats, int(j), {n: g})
