@@ -11,6 +11,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+from optsched.elastic import has_elastic
 from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
@@ -103,7 +104,7 @@ def _finish(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, i
             pts_of: dict[str, list[tuple[int, int, float]]], frozen: Collection[str] = ()) -> Schedule:
     """Elastic jobs grow into free GPUs (not those in ``frozen``), the leftover CPU/memory pass on
     the placement, then the policy repair."""
-    if any(j.elastic is not None for j in instance.jobs):  # elastic gangs: spend free GPUs by marginal value
+    if has_elastic(instance):  # elastic gangs: spend free GPUs by marginal value
         grow(instance, cl, chosen, frozen)
     _redistribute(instance, cl, chosen, cpg, mpg, pts_of)
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
@@ -178,7 +179,7 @@ class FungibleGreedy:
         picked = "fungible"
         if fv > v:
             s, v, picked = f, fv, "fixed-demand"
-        if any(j.elastic is not None for j in instance.jobs):  # elastic gangs: also the value-per-GPU knapsack
+        if has_elastic(instance):  # elastic gangs: also the value-per-GPU knapsack
             d, _ = _fungible_pair(instance, None, False, knapsack=True)
             dv = schedule_value(instance, d)
             if dv > v:
