@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from optsched.exact.prep import JobData, job_data
+from optsched.exact.prep import JobData, job_data, node_key
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
@@ -140,9 +140,9 @@ def node_groups(instance: Instance, data: list[JobData]) -> list[NodeGroup]:
         if node.gpus <= 0:
             continue
         if n in homes:
-            out.append(NodeGroup(node.gpu_type, node.gpus, node.cpus, node.mem_gb, [n], n, homes[n]))
+            out.append(NodeGroup(*node_key(node), [n], n, homes[n]))
             continue
-        key = (node.gpu_type, node.gpus, node.cpus, node.mem_gb)
+        key = node_key(node)
         if key not in groups:
             groups[key] = NodeGroup(*key, [])
             out.append(groups[key])
