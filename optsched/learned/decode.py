@@ -78,6 +78,11 @@ class _State:
         self.point[j] = p
 
 
+def _place_on(st: _State, feats: RoundFeatures, j: int, nodes: dict[int, int], p: int) -> None:
+    """Place job ``j`` on ``nodes`` ({node: GPUs}) at grid point ``p``."""
+    st.place(j, nodes, p, int(feats.point_c[j, p]), int(feats.point_m[j, p]))
+
+
 def _gumbel(rng: np.random.Generator | None, shape: tuple[int, ...], temperature: float) -> np.ndarray | float:
     if rng is None:
         return 0.0
@@ -127,7 +132,7 @@ def decode_state(
     st = _State(feats)
     if fixed:
         for j, (nodes, p) in fixed.items():
-            st.place(j, dict(nodes), p, int(feats.point_c[j, p]), int(feats.point_m[j, p]))
+            _place_on(st, feats, j, dict(nodes), p)
     if J == 0 or N == 0:
         return st
     admit = scores.admit + _gumbel(rng, (J,), temperature)
@@ -156,13 +161,13 @@ def decode_state(
         choice = _single_node(j, g, all_nodes[open_j], node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
         if choice is not None:
             p, n = choice
-            st.place(j, {int(n): g}, int(pts[p]), int(feats.point_c[j, pts[p]]), int(feats.point_m[j, pts[p]]))
+            _place_on(st, feats, j, {int(n): g}, int(pts[p]))
             continue
         if g > 1:
             split = _split(instance, j, g, pts, pl, feats, allowed[j], node_logit[j], st, type_ids)
             if split is not None:
                 nodes, p = split
-                st.place(j, nodes, int(p), int(feats.point_c[j, p]), int(feats.point_m[j, p]))
+                _place_on(st, feats, j, nodes, int(p))
     if leftover and not st.timed_out:
         redistribute_leftover(instance, feats, st)
     return st

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from optsched.learned.decode import _multiplier, _repoint, _split, _State, redistribute_leftover
+from optsched.learned.decode import _multiplier, _place_on, _repoint, _split, _State, redistribute_leftover
 from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
@@ -202,10 +202,6 @@ def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -
 
 
 # --- packing ------------------------------------------------------------------------------------
-
-
-def _place_on(st: _State, feats: RoundFeatures, j: int, nodes: dict[int, int], p: int) -> None:
-    st.place(j, nodes, p, int(feats.point_c[j, p]), int(feats.point_m[j, p]))
 
 
 def _fits(st: _State, feats: RoundFeatures, nodes: dict[int, int], c: int, m: int) -> bool:
