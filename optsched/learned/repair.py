@@ -204,8 +204,16 @@ def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -
 # --- packing ------------------------------------------------------------------------------------
 
 
-def _fits(st: _State, feats: RoundFeatures, nodes: dict[int, int], c: int, m: int) -> bool:
-    return all(st.free_g[n] >= k and st.free_c[n] >= c * k and st.free_m[n] >= m * k for n, k in nodes.items())
+def _place_first_fit(st: _State, feats: RoundFeatures, j: int, nodes: dict[int, int], points: np.ndarray) -> bool:
+    """Place job ``j`` on ``nodes`` ({node: GPUs}) at the first of ``points`` they have room for;
+    whether it was placed."""
+    for p in points:
+        p = int(p)
+        c, m = int(feats.point_c[j, p]), int(feats.point_m[j, p])
+        if all(st.free_g[n] >= k and st.free_c[n] >= c * k and st.free_m[n] >= m * k for n, k in nodes.items()):
+            _place_on(st, feats, j, nodes, p)
+            return True
+    return False
 
 
 def _put(instance: Instance, feats: RoundFeatures, st: _State, j: int, allowed: np.ndarray, points: np.ndarray, *,
@@ -422,12 +430,8 @@ def price_repack(
         nodes = {instance.node_idx(n): k for n, k in job.placement.items()}
         if tb[j] != int(feats.node_type[next(iter(nodes))]):  # its best priced option is elsewhere: it moves
             continue
-        for p in np.argsort(lean_cost[j], kind="stable"):
-            if not np.isfinite(lean_cost[j, p]):
-                break
-            if _fits(st, feats, nodes, int(feats.point_c[j, p]), int(feats.point_m[j, p])):
-                _place_on(st, feats, int(j), nodes, int(p))
-                break
+        lean = np.argsort(lean_cost[j], kind="stable")
+        _place_first_fit(st, feats, int(j), nodes, lean[np.isfinite(lean_cost[j, lean])])
     for j in sorted(st.where, key=lambda j: -profit[j]):
         nodes, p0 = st.where[j], st.point[j]
         c0, m0 = int(feats.point_c[j, p0]), int(feats.point_m[j, p0])
@@ -485,11 +489,7 @@ def price_repack(
             continue
         nodes = {instance.node_idx(n): k for n, k in job.placement.items()}
         t0 = int(feats.node_type[next(iter(nodes))])
-        for p in by_profit(int(j), t0):
-            if _fits(st, feats, nodes, int(feats.point_c[j, p]), int(feats.point_m[j, p])):
-                _place_on(st, feats, int(j), nodes, int(p))
-                placed[j] = True
-                break
+        placed[j] = _place_first_fit(st, feats, int(j), nodes, by_profit(int(j), t0))
     waiting = np.flatnonzero(~placed)
     if waiting.size:
         top = np.where(np.isfinite(table.value[waiting]), table.value[waiting], 0.0).reshape(waiting.size, -1).max(axis=1)
