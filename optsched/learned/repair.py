@@ -578,6 +578,13 @@ def _freeing_plan(feats: RoundFeatures, st: _State, n: int, need_c: int, need_m:
     return lost, plan
 
 
+def _top_worth(feats: RoundFeatures, jobs: np.ndarray) -> np.ndarray:
+    """Each job's worth at its best allowed grid point on its fastest GPU type, on one node and not
+    moved (no placement is worth more)."""
+    ok = feats.point_ok[jobs] & feats.point_mask[jobs]
+    return np.where(ok, feats.point_value[jobs], 0.0).max(axis=1) * feats.speed[jobs].max(axis=1)
+
+
 def squeeze_in(instance: Instance, feats: RoundFeatures, st: _State, *, max_nodes: int = 12, deadline: float | None = None) -> int:
     """Admit waiting jobs that fit on one node's free GPUs once co-located jobs move down their
     grid (trading their cores and memory where the marginal loss is small): for each waiting job,
@@ -595,7 +602,7 @@ def squeeze_in(instance: Instance, feats: RoundFeatures, st: _State, *, max_node
             residents.setdefault(next(iter(w)), []).append(j)
     mult = {j: _multiplier(instance, feats, j, w) for j, w in st.where.items()}
     ok_pts = feats.point_ok & feats.point_mask
-    top = np.where(ok_pts[waiting], feats.point_value[waiting], 0.0).max(axis=1) * feats.speed[waiting].max(axis=1)
+    top = _top_worth(feats, waiting)
     admitted = 0
     for j in waiting[np.argsort(-top / feats.gpus[waiting], kind="stable")]:
         if deadline is not None and time.perf_counter() > deadline:
@@ -645,7 +652,7 @@ def relocate(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: 
         return 0
     ok_pts = feats.point_ok & feats.point_mask
     cur = np.array([feats.point_value[j, st.point[j]] * _multiplier(instance, feats, j, st.where[j]) for j in jobs])
-    top = np.array([np.where(ok_pts[j], feats.point_value[j], 0.0).max() * feats.speed[j].max() for j in jobs])
+    top = _top_worth(feats, np.array(jobs))
     order = np.argsort(-(top - cur), kind="stable")[:max_jobs]
     types = instance.gpu_types
     moved = 0
