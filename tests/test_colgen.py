@@ -132,3 +132,35 @@ def test_bound_worker_returns_the_bound_from_a_child_process():
     b = w.collect(wait_until=time.perf_counter() + 20.0)
     assert w.stats["bound_worker_done"] and w.stats["config_converged"]
     assert b == pytest.approx(11.5, rel=1e-6)
+
+
+def test_cpsat_without_the_bound_worker_starts_no_child_process(monkeypatch):
+    """cpsat(bound_worker=False): neither cpsat nor its lns stage starts a bound worker; the LP bound is still reported."""
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.mip import bound_worker
+    from optsched.solve import solve_round
+
+    started = []
+
+    class Recording(bound_worker.BoundWorker):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0].name)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(bound_worker, "BoundWorker", Recording)
+    inst = generate(16, 80, seed=0, **SIZE_CLASSES["medium"].options)  # 1,280 cells: cpsat runs an lns stage
+    assert Recording.applies(inst)
+    res = solve_round(inst, solver="cpsat", time_limit=4.0, seed=0, bound_worker=False)
+    assert started == []
+    assert res.bound is not None and res.bound >= res.objective - 1e-6
+
+
+def test_lns_bound_option_is_checked():
+    from optsched.errors import InputError
+    from optsched.heuristics.lns import LargeNeighbourhoodSearch
+
+    inst = Instance("one", (Node("n0", "V100", 1, 4, 20),), (Job("j", 1, Profile((1,), (20,), ((1.0,),)), (1, 20)),), Round(300.0, False))
+    with pytest.raises(InputError) as e:
+        LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound="config")
+    assert e.value.field == "bound"
+    assert LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound="lp").bound is not None

@@ -771,7 +771,9 @@ class CpSatSolver:
                 worker = BoundWorker(instance, max(0.0, deadline - time.perf_counter() - _LP_BOUND_S), candidates)
             # a share of what is left: preparing a 1,024 x 4,000 round (greedy hint, job data) takes ~1 s
             lns_limit = share * max(0.0, deadline - time.perf_counter())
-            warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=worker is None)
+            # lns reports a bound only without our worker, and starts none of its own if we may not
+            bound = False if worker is not None else True if opts["bound_worker"] else "lp"
+            warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=bound)
             candidates.append(warm.schedule)
             lp_bound = warm.bound
         # policy rounds (contract v2): hints keep the rules; fewer deadline misses first, then worth

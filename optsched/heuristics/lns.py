@@ -44,7 +44,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "nodes": 4,  # nodes freed per neighbourhood
     "extra_jobs": 16,  # waiting jobs offered to a neighbourhood
     "sub_time": 0.25,  # seconds per sub-problem at most (measured: 0.25 s >= 0.5 s > 0.15 s; benchmarks/README.md)
-    "bound": True,  # report a bound: the configuration LP on a child process where it applies, else the LP bound
+    # report a bound: True: the configuration LP on a child process where it applies, else the LP
+    # bound; "lp": the LP bound only (no child process); False: none
+    "bound": True,
 }
 
 _RESERVE_S = 0.1
@@ -61,6 +63,8 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
             raise InputError(k, v, "must be a positive integer")
     if isinstance(opts["sub_time"], bool) or not isinstance(opts["sub_time"], (int, float)) or opts["sub_time"] <= 0:
         raise InputError("sub_time", opts["sub_time"], "must be a positive number of seconds")
+    if not (isinstance(opts["bound"], bool) or opts["bound"] == "lp"):
+        raise InputError("bound", opts["bound"], 'must be true, false or "lp"')
     return opts
 
 
@@ -158,7 +162,7 @@ class LargeNeighbourhoodSearch:
         from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
 
         worker, bound = None, None
-        if opts["bound"] and deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
+        if opts["bound"] is True and deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
             worker = BoundWorker(instance, deadline - time.perf_counter() - 0.1, [s for _n, s in starts])
         elif opts["bound"]:  # a fifth of the time from now (the starts may have taken a while on huge rounds)
             from optsched.mip.bound import lp_bound_within
