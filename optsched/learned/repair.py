@@ -752,6 +752,7 @@ def improve(
     if base is not None and polish_base and feats.n_jobs and feats.n_nodes:
         polish(instance, feats, base, deadline=deadline)  # in place: only raises its worth
         best_v = state_value(instance, feats, base)
+    polished_v = best_v
     if feats.n_jobs and feats.n_nodes:
         targets = dict(base.point) if (use_targets and base is not None) else None
         tables: dict[float, OptionTable] = {}
@@ -771,5 +772,5 @@ def improve(
             if v > best_v + 1e-9:
                 best, best_v = st, v
     if stats is not None:
-        stats.update(repair_base_objective=base_v, repair_polished_objective=state_value(instance, feats, base) if base is not None else 0.0, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
+        stats.update(repair_base_objective=base_v, repair_polished_objective=polished_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
     return best, best_v
