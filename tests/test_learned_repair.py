@@ -13,7 +13,7 @@ from optsched import Instance, Job, Node, Profile, check_schedule
 from optsched.errors import InputError
 from optsched.gen import generate
 from optsched.learned.decode import _schedule, _State, decode_state, scores_of
-from optsched.learned.features import featurise
+from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.policy import PolicyNet, collate
 from optsched.learned.repair import (
     _dual,
@@ -107,6 +107,11 @@ def _prof() -> Profile:
     return Profile((1,), (10, 40), ((1.0, 1.5),))
 
 
+def _point(f: RoundFeatures, mem_gb: int) -> int:
+    """Index of the :func:`_prof` grid point with ``mem_gb`` GB a GPU (every job here has that profile)."""
+    return int(np.flatnonzero((f.point_m[0] == mem_gb) & f.point_mask[0])[0])
+
+
 def test_squeeze_admits_a_waiting_job_by_lowering_a_neighbour() -> None:
     """One 2-GPU node with 50 GB: job a runs at 40 GB; job b (1 GPU) waits. Moving a down to 10 GB
     (loses 0.5) lets b run at 40 GB (worth 1.5): squeeze_in does it."""
@@ -114,7 +119,7 @@ def test_squeeze_admits_a_waiting_job_by_lowering_a_neighbour() -> None:
     inst = Instance("sq", (Node("n", "V100", 2, 8, 50),), (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10))))
     f = featurise(inst)
     st_ = _State(f)
-    p40 = int(np.flatnonzero((f.point_m[0] == 40) & f.point_mask[0])[0])
+    p40 = _point(f, 40)
     st_.place(0, {0: 1}, p40, 1, 40)
     before = state_value(inst, f, st_)
     assert squeeze_in(inst, f, st_) == 1
@@ -130,7 +135,7 @@ def test_upgrade_points_fills_a_node() -> None:
     inst = Instance("up", (Node("n", "V100", 2, 8, 60),), (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10))))
     f = featurise(inst)
     st_ = _State(f)
-    p10 = int(np.flatnonzero((f.point_m[0] == 10) & f.point_mask[0])[0])
+    p10 = _point(f, 10)
     st_.place(0, {0: 1}, p10, 1, 10)
     st_.place(1, {0: 1}, p10, 1, 10)
     upgrade_points(inst, f, st_)
@@ -151,7 +156,7 @@ def test_running_jobs_stay_where_they_are() -> None:
     assert all(dict(sched.jobs[j.id].nodes) == dict(j.placement) for j in running)
 
 
-def test_solver_repair_option(net) -> None:
+def test_solver_repair_option() -> None:
     """``repair`` is validated; with it on, the solver's result is at least the policy's."""
     inst = generate(8, 32, seed=7, grid="coarse", tightness=1.25)
     with pytest.raises(InputError):
@@ -163,7 +168,7 @@ def test_solver_repair_option(net) -> None:
     assert check_schedule(inst, on.schedule).feasible
 
 
-def test_solver_completes_a_hint_and_ignores_what_does_not_fit(net) -> None:
+def test_solver_completes_a_hint_and_ignores_what_does_not_fit() -> None:
     """The policy decodes around a hint's jobs; a hint that oversubscribes a node is not trusted
     (only what fits is fixed), and the result stays feasible and at least the hint's worth."""
     from optsched import Assignment, Schedule
@@ -191,7 +196,7 @@ def test_relocate_moves_a_job_to_a_faster_type_and_polish_never_lowers() -> None
                     (Job("a", 1, prof, (1, 10), gpu_speed={"K80": 0.5, "V100": 1.0}),))
     f = featurise(inst)
     st_ = _State(f)
-    p10 = int(np.flatnonzero((f.point_m[0] == 10) & f.point_mask[0])[0])
+    p10 = _point(f, 10)
     st_.place(0, {0: 1}, p10, 1, 10)
     assert relocate(inst, f, st_) == 1
     sched = _schedule(inst, f, st_)
