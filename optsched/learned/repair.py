@@ -325,12 +325,7 @@ def _fill_nodes(feats: RoundFeatures, st: _State, jobs: np.ndarray, targets: np.
                 k = int(np.argmin(np.where(ok, score, np.inf)))
             if k >= 0:
                 i = int(order[start[k] + taken[k]])
-                taken[k] += 1
-                count[k] -= 1
                 p = int(targets[i])
-                tot_g -= int(g[i])
-                tot_c -= int(c[i])
-                tot_m -= int(m[i])
             else:
                 if pc_all is None:
                     pc_all, pm_all = feats.point_c[jobs] * g[:, None], feats.point_m[jobs] * g[:, None]
@@ -342,11 +337,11 @@ def _fill_nodes(feats: RoundFeatures, st: _State, jobs: np.ndarray, targets: np.
                 rest = order[start[k] + taken[k]:start[k] + taken[k] + count[k]]
                 at = int(np.flatnonzero(rest == i)[0])
                 order[start[k] + taken[k]:start[k] + taken[k] + at + 1] = np.r_[i, rest[:at]]
-                taken[k] += 1
-                count[k] -= 1
-                tot_g -= int(g[i])
-                tot_c -= int(c[i])
-                tot_m -= int(m[i])
+            taken[k] += 1  # job i leaves its class and the pool
+            count[k] -= 1
+            tot_g -= int(g[i])
+            tot_c -= int(c[i])
+            tot_m -= int(m[i])
             alive[i] = False
             _place_on(st, feats, int(jobs[i]), {n: int(g[i])}, p)
     return jobs[alive]
