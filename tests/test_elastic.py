@@ -351,3 +351,20 @@ def test_drf_counts_the_chosen_size_and_urgency_the_best_factor():
     assert check_schedule(rigid, Schedule("el", {})).deadline_misses == []  # out of reach: not urgent
     for m in METHODS:
         assert "j0" in solve_round(urgent, solver=m, time_limit=2).schedule.jobs, m
+
+
+def test_a_proven_optimum_that_ties_the_hint_up_to_float_order_stays_optimal():
+    # found by hypothesis (CI, 23 Nov): CP-SAT proved the optimum, but its schedule summed to
+    # 4.7509999999999994 against the hint's 4.751, and the strict key comparison kept the hint
+    # and downgraded the status to feasible
+    prof = {"cpus_per_gpu": [1], "mem_per_gpu_gb": [4], "throughput": [[1.0]]}
+    dem = {"cpus_per_gpu": 1, "mem_per_gpu_gb": 4}
+    jobs = [{"id": "j0", "gpus": 1, "weight": 0.751, "profile": prof, "demand": dem, "elastic": {"gpus": [1], "scaling": [1.0]}},
+            {"id": "j1", "gpus": 1, "weight": 3.0, "demand": dem,
+             "profile": {"cpus_per_gpu": [1], "mem_per_gpu_gb": [4, 5], "throughput": [[1.0, 1.0]]}},
+            {"id": "j2", "gpus": 1, "weight": 1.0, "profile": prof, "demand": dem}]
+    nodes = [{"id": "n0", "gpu_type": "A", "gpus": 3, "cpus": 3, "mem_gb": 12}, {"id": "n1", "gpu_type": "A", "gpus": 1, "cpus": 0, "mem_gb": 0}]
+    inst = Instance.from_dict(_round(jobs, nodes=nodes, fair=False, max_moves=0))
+    res = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1)
+    assert res.status.value == "optimal"
+    assert res.objective == pytest.approx(_brute_with_rules(inst))

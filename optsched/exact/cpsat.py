@@ -723,6 +723,14 @@ def make_scale(instance: Instance, data: list[JobData]) -> ValueScale:
     return ValueScale.for_values(vals, total, max_terms)
 
 
+def _not_worse(a: tuple, b: tuple) -> bool:
+    """``a >= b`` for schedule keys whose last entry is a worth: worths that differ only by float
+    summation order (relative 1e-9) tie, so a proven optimum is not beaten by an equal hint."""
+    if a[:-1] != b[:-1]:
+        return a[:-1] > b[:-1]
+    return a[-1] >= b[-1] - 1e-9 * max(1.0, abs(b[-1]))
+
+
 _STATUS = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.TIME_LIMIT, cp_model.UNKNOWN: Status.TIME_LIMIT}
 
 
@@ -868,7 +876,7 @@ class CpSatSolver:
             if packing:  # the packing stage's references: the worth stage's worth and GPUs in use
                 worth_ref[0] = max(worth_ref[0], stats.get("packing_worth_level", 0) / scale.scale, found_value)
                 gpus_ref[0] = stats.get("packing_gpus_level", 0)
-            if key(found, found_value) >= key(incumbent, incumbent_value) or (code == cp_model.OPTIMAL and not policies):
+            if _not_worse(key(found, found_value), key(incumbent, incumbent_value)) or (code == cp_model.OPTIMAL and not policies):
                 schedule, objective = found, found_value
             elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum
                 status = Status.FEASIBLE
