@@ -37,7 +37,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from optsched.model import Instance, Job
+from optsched.model import Elastic, Instance, Job, Profile
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, is_move, schedule_value
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from optsched.heuristics.common import Cluster
 
 __all__ = ["DRF_NO_TENANT", "FAMILIES", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
-           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "packing_choice", "packing_tolerance", "policy_families",
+           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "packing_choice", "peak_rate", "packing_tolerance", "policy_families",
            "policy_feasible", "repair", "urgent", "urgent_jobs", "whole_free_gpus"]
 
 #: the families, in the order the docs list them
@@ -167,9 +167,15 @@ def best_speedup(instance: Instance, job: Job) -> float:
     times an elastic job's largest scaling factor; 0 when it may use no GPU type of the cluster."""
     speeds = [job.speed(t) for t in instance.gpu_types]
     best_speed = max((s for s in speeds if s is not None), default=0.0)
-    base = job.demand_throughput
-    thr = [tp for _c, _m, tp in job.profile.points() if not instance.round.fair or tp >= base]
-    return best_speed * max(thr) / base * (1.0 if job.elastic is None else max(job.elastic.scaling))
+    return peak_rate(job.profile, job.demand, best_speed, instance.round.fair, job.elastic)
+
+
+def peak_rate(profile: Profile, demand: tuple[int, int], speed: float, fair: bool, elastic: Elastic | None) -> float:
+    """``speed x`` the best (fair-eligible) grid point's throughput relative to the demand point's,
+    times an elastic job's largest scaling factor: :func:`best_speedup` for a given best speed."""
+    base = profile.at(*demand)
+    top = max(tp for _c, _m, tp in profile.points() if not fair or tp >= base)
+    return speed * top / base * (1.0 if elastic is None else max(elastic.scaling))
 
 
 def urgent(instance: Instance, job: Job) -> bool:

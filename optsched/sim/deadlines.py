@@ -40,6 +40,7 @@ import numpy as np
 
 from optsched.errors import InputError
 from optsched.model import Node
+from optsched.round_policies import peak_rate
 from optsched.sim.workload import SimJob
 
 __all__ = [
@@ -90,9 +91,7 @@ def job_rates(jobs: Sequence[SimJob], nodes: Sequence[Node], fair: bool) -> tupl
         speeds = [s for s in speeds if s is not None]
         if not speeds:
             continue
-        base = j.profile.at(*j.demand)
-        top = max(tp for _c, _m, tp in j.profile.points() if not fair or tp >= base)
-        best[i] = max(speeds) * top / base * (1.0 if j.elastic is None else max(j.elastic.scaling))
+        best[i] = peak_rate(j.profile, j.demand, max(speeds), fair, j.elastic)
         slow[i] = min(speeds)
     return best, slow
 
