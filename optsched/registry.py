@@ -87,10 +87,12 @@ def methods(family: str | None = None) -> list[MethodInfo]:
 
 
 # --- built-in methods ----------------------------------------------------------------------------
-_ALL_POLICIES = ("quotas", "max_moves", "deadlines", "elastic", "packing")
+#: the families the shared MIP description models (optsched.mip.description.MIP_FAMILIES; checked by a test)
+_MIP_POLICIES = ("elastic", "max_moves", "quotas")
+_ALL_POLICIES = ("quotas", "max_moves", "deadlines", "elastic", "packing", "drf")
 register_method(
     "cpsat", "exact", "Integrated formulation solved by OR-Tools CP-SAT (proven bounds)",
-    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=(*_ALL_POLICIES, "drf"),
+    "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=_ALL_POLICIES,
 )
 register_method(
     "fixed-demand", "heuristic", "Two-stage baseline: weight order, fixed per-GPU demand, best fit",
@@ -106,15 +108,15 @@ register_method(
 )
 register_method(
     "scip", "exact", "The shared MIP description solved by OR-Tools MPSolver with SCIP",
-    "optsched.mip.solvers:ScipSolver", takes_hint=True,
+    "optsched.mip.solvers:ScipSolver", takes_hint=True, policies=_MIP_POLICIES,
 )
 register_method(
     "cbc", "exact", "The shared MIP description solved by OR-Tools MPSolver with CBC (ignores hints)",
-    "optsched.mip.solvers:CbcSolver",
+    "optsched.mip.solvers:CbcSolver", policies=_MIP_POLICIES,
 )
 register_method(
     "pulp", "exact", "The shared MIP description solved by PuLP's bundled CBC",
-    "optsched.mip.solvers:PulpSolver",
+    "optsched.mip.solvers:PulpSolver", policies=_MIP_POLICIES,
 )
 register_method(
     "maifs", "learned", "MAIFS-style attention policy distilled from exact solutions, repaired to feasibility",

@@ -64,7 +64,7 @@ def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
     cells = n_nodes * n_jobs
     families = policy_families(instance)
     learned = time_limit >= AUTO_LEARNED_MIN_S and not families and learned_available()
-    if cells <= AUTO_EXACT_CELLS or "drf" in families:  # only cpsat honours drf
+    if cells <= AUTO_EXACT_CELLS:
         return AUTO_WARM if learned and cells > AUTO_HINT_CELLS else family_default("exact")
     return AUTO_LARGE if learned else family_default("heuristic")
 

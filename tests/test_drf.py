@@ -75,13 +75,15 @@ def test_cpsat_gives_the_cheap_tenant_its_share_and_the_checker_reports_it():
     assert "dominant_shares" in rep.to_dict()
 
 
-def test_only_cpsat_honours_drf():
+def test_cpsat_and_the_heuristics_honour_drf_and_the_mip_solvers_refuse_it():
     inst = _round([_job(0, 1, "a"), _job(1, 1, "b")])
-    for m in ("fixed-demand", "fungible-greedy", "lns", "cbc"):
+    for m in ("scip", "cbc", "pulp", "maifs"):
         with pytest.raises(InputError) as e:
             solve_round(inst, solver=m, time_limit=1)
-        assert e.value.field == "solver" and "drf" in str(e.value) and "cpsat" in str(e.value), m
-    assert solve_round(inst, time_limit=2).solver == "cpsat"  # auto picks the method that honours it
+        assert e.value.field == "solver" and "drf" in str(e.value) and "cpsat" in str(e.value) and "lns" in str(e.value), m
+    for m in ("fixed-demand", "fungible-greedy", "lns"):  # optsched.heuristics.drf; tests/test_drf_heuristics.py
+        assert "drf_min_share" in solve_round(inst, solver=m, time_limit=1).stats, m
+    assert solve_round(inst, time_limit=2).solver == "cpsat"  # auto: exact on a small round
 
 
 # --- random rounds: CP-SAT's lexicographic optimum equals brute force's ------------------------------

@@ -2,7 +2,8 @@
 
 See ``formulations/heuristics.md``. Running jobs keep their placement when it still fits at their
 demand; otherwise each job goes to the fastest allowed GPU type where it fits, best fit on one
-node, split over the fewest nodes only when no single node fits.
+node, split over the fewest nodes only when no single node fits. In a DRF round progressive
+filling across tenants decides the admission order (:mod:`optsched.heuristics.drf`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import time
 from typing import Any
 
 from optsched.heuristics.common import Cluster, job_order, place
-from optsched.model import Instance
+from optsched.heuristics.drf import best_by_drf, drf_round, progressive_fill
+from optsched.model import Instance, Job
 from optsched.result import Result, Status
-from optsched.round_policies import packing_choice, policy_families, repair, whole_free_gpus
+from optsched.round_policies import drf_level, drf_scale, packing_choice, policy_families, repair, whole_free_gpus
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -23,18 +25,41 @@ __all__ = ["FixedDemand", "fixed_demand_schedule"]
 def fixed_demand_schedule(instance: Instance, *, pack: bool = True) -> Schedule:
     """The fixed-demand baseline's schedule (deterministic, always feasible; on a policy round
     repaired to keep its rules: :func:`optsched.round_policies.repair`; in a packing round, unless
-    ``pack`` is false, consolidated: :func:`optsched.round_policies.consolidate`, worth unchanged)."""
+    ``pack`` is false, consolidated: :func:`optsched.round_policies.consolidate`, worth unchanged).
+    In a DRF round the best by (smallest dominant share, worth) of the weight-order schedule and
+    the two progressive-filling ones (:mod:`optsched.heuristics.drf`)."""
+    cands = [("worth", _at_demand(instance))]
+    if drf_round(instance):
+        info: dict[str, int] = {}
+        cands.append(("drf-fill", _at_demand(instance, drf=True, info=info)))
+        cands.append(("drf-then-worth", _at_demand(instance, drf=True, target=info["drf_level"])))
+    s = best_by_drf(instance, cands)[1]
+    return packing_choice(instance, s, ()) if pack and instance.round.packing is not None else s
+
+
+def _at_demand(instance: Instance, drf: bool = False, target: int | None = None, info: dict[str, int] | None = None) -> Schedule:
+    """Every job at its demand point, best fit in job order (with ``drf``: DRF progressive
+    filling first, up to ``target``; its level goes to ``info["drf_level"]``), then the policy repair."""
     cl = Cluster(instance)
     out: dict[str, Assignment] = {}
-    for job in job_order(instance):
+
+    def admit(job: Job) -> int | None:
         c, m = job.demand
         nodes = place(instance, cl, job, c, m)
         if nodes is None:
-            continue
+            return None
         out[job.id] = Assignment(nodes=nodes, cpus_per_gpu=c, mem_per_gpu_gb=m)
+        return sum(nodes.values())
+
+    order = job_order(instance)
+    if drf:
+        order, level = progressive_fill(instance, order, admit, target=target)
+        if info is not None:
+            info["drf_level"] = level
+    for job in order:
+        admit(job)
     s = Schedule(instance=instance.name, jobs=out)
-    s = repair(instance, s) if policy_families(instance) else s
-    return packing_choice(instance, s, ()) if pack and instance.round.packing is not None else s
+    return repair(instance, s) if policy_families(instance) else s
 
 
 class FixedDemand:
@@ -46,4 +71,5 @@ class FixedDemand:
         s = fixed_demand_schedule(instance)
         return Result(schedule=s, status=Status.FEASIBLE, objective=schedule_value(instance, s), bound=None,
                       solver="fixed-demand", method="heuristic", time_s=time.perf_counter() - t0,
-                      stats={"jobs_placed": len(s.jobs), **({"whole_free_gpus": whole_free_gpus(instance, s.jobs)} if instance.round.packing else {})})
+                      stats={"jobs_placed": len(s.jobs), **({"whole_free_gpus": whole_free_gpus(instance, s.jobs)} if instance.round.packing else {}),
+                             **({"drf_min_share": drf_level(instance, s.jobs) / drf_scale(instance)} if drf_round(instance) else {})})

@@ -2,7 +2,9 @@
 with the largest marginal gain (in the spirit of Synergy-TUNE). See ``formulations/heuristics.md``.
 
 The result is the better of this schedule and :func:`fixed_demand_schedule`'s, so
-fungible-greedy >= fixed-demand holds by construction.
+fungible-greedy >= fixed-demand holds by construction. In a DRF round (``round.fairness = "drf"``)
+two progressive-filling schedules join the candidates, and the best by (smallest dominant share,
+worth) is kept (:mod:`optsched.heuristics.drf`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,20 @@ from typing import Any
 
 from optsched.elastic import has_elastic
 from optsched.heuristics.common import Cluster, job_order, place
+from optsched.heuristics.drf import best_by_drf, drf_round, keep_level, progressive_fill
 from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
-from optsched.round_policies import consolidate, packing_choice, policy_families, repair, whole_free_gpus
+from optsched.round_policies import (
+    consolidate,
+    drf_level,
+    drf_scale,
+    packing_choice,
+    policy_families,
+    repair,
+    whole_free_gpus,
+)
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -46,16 +57,35 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedu
     may still raise any job's grid point. In a packing round (unless ``pack`` is false or
     ``fixed`` is given) the lean placement is also consolidated *before* the leftover pass, and
     :func:`~optsched.round_policies.packing_choice` picks between that and the plain schedule."""
-    plain, packed = _fungible_pair(instance, fixed, pack and fixed is None and instance.round.packing is not None)
-    return plain if packed is None else packing_choice(instance, plain, [packed])
+    want = pack and fixed is None and instance.round.packing is not None
+    cands = {"fungible": _fungible_pair(instance, fixed, want)}
+    if drf_round(instance):
+        cands.update(_drf_pairs(instance, fixed, want))
+    name, plain = best_by_drf(instance, ((k, v[0]) for k, v in cands.items()))
+    packed = cands[name][1]
+    return plain if packed is None else packing_choice(instance, plain, keep_level(instance, plain, [packed]))
+
+
+def _drf_pairs(instance: Instance, fixed: Schedule | None, want_packed: bool) -> dict[str, tuple[Schedule, Schedule | None]]:
+    """The DRF candidates (:mod:`optsched.heuristics.drf`): ``drf-fill``, progressive filling of
+    every job, and ``drf-then-worth``, progressive filling up to the level that fill reached and
+    the rest in worth order."""
+    info: dict[str, Any] = {}
+    out = {"drf-fill": _fungible_pair(instance, fixed, want_packed, drf=True, info=info)}
+    out["drf-then-worth"] = _fungible_pair(instance, fixed, want_packed, drf=True, drf_target=info["drf_level"])
+    return out
 
 
 def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool,
-                   knapsack: bool = False) -> tuple[Schedule, Schedule | None]:
+                   knapsack: bool = False, drf: bool = False, drf_target: int | None = None,
+                   info: dict[str, Any] | None = None) -> tuple[Schedule, Schedule | None]:
     """The plain fungible-greedy schedule and, with ``want_packed``, the one whose lean placement
     was consolidated before the leftover CPU/memory pass; jobs are placed in
     :func:`~optsched.heuristics.common.job_order`, or with ``knapsack`` by value per GPU with
-    elastic growth in the same queue (:func:`~optsched.heuristics.elastic.knapsack_place`)."""
+    elastic growth in the same queue (:func:`~optsched.heuristics.elastic.knapsack_place`).
+    With ``drf``, DRF progressive filling admits jobs first (up to ``drf_target`` when given), then
+    the rest go in job order (:func:`~optsched.heuristics.drf.progressive_fill`); the level the
+    fill reached goes to ``info["drf_level"]``."""
     cl = Cluster(instance)
     tg = max(1, sum(n.gpus for n in instance.nodes))
     cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
@@ -69,9 +99,8 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
         pts_of[jid] = _eligible(instance, instance.job(jid))
     lean: dict[str, tuple[int, int]] = {}
-    for job in job_order(instance):
-        if job.id in chosen:
-            continue
+
+    def admit(job: Job) -> int | None:
         key = (id(job.profile), job.demand if instance.round.fair else None)
         hit = cache.get(key)
         if hit is None:
@@ -81,11 +110,21 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         pts_of[job.id] = pts
         if knapsack:
             lean[job.id] = (c, m)
-            continue
+            return None
         nodes = place(instance, cl, job, c, m, admission_sizes(job))
         if nodes is None:
-            continue
+            return None
         chosen[job.id] = (nodes, c, m)
+        return sum(nodes.values())
+
+    order = [job for job in job_order(instance) if job.id not in chosen]
+    if drf and not knapsack:  # DRF: progressive filling first
+        held = {j: sum(n.values()) for j, (n, _c, _m) in chosen.items()}
+        order, level = progressive_fill(instance, order, admit, target=drf_target, held=held)
+        if info is not None:
+            info["drf_level"] = level
+    for job in order:
+        admit(job)
     if knapsack:
         knapsack_place(instance, cl, chosen, lean)
     pts_of = {j: pts_of[j] for j in chosen}
@@ -172,22 +211,23 @@ class FungibleGreedy:
               **options: Any) -> Result:
         t0 = time.perf_counter()
         packing = instance.round.packing is not None
-        s, packed = _fungible_pair(instance, None, packing)
-        v = schedule_value(instance, s)
+        pairs = {"fungible": _fungible_pair(instance, None, packing)}
         f = fixed_demand_schedule(instance, pack=False)
-        fv = schedule_value(instance, f)
-        picked = "fungible"
-        if fv > v:
-            s, v, picked = f, fv, "fixed-demand"
+        pairs["fixed-demand"] = (f, None)
         if has_elastic(instance):  # elastic gangs: also the value-per-GPU knapsack
-            d, _ = _fungible_pair(instance, None, False, knapsack=True)
-            dv = schedule_value(instance, d)
-            if dv > v:
-                s, v, picked = d, dv, "density"
-        stats = {"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": fv}
+            pairs["density"] = _fungible_pair(instance, None, False, knapsack=True)
+        if drf_round(instance):  # DRF: progressive filling, ranked by (smallest dominant share, worth)
+            pairs.update(_drf_pairs(instance, None, packing))
+        picked, s = best_by_drf(instance, ((k, v[0]) for k, v in pairs.items()))
+        v = schedule_value(instance, s)
+        stats: dict[str, Any] = {"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": schedule_value(instance, f)}
+        if drf_round(instance):
+            stats["drf_min_share"] = drf_level(instance, s.jobs) / drf_scale(instance)
         if packing:  # never fewer whole free GPUs than the plain pick, never below (1 - tolerance) of its worth
             stats.update(plain_objective=v, plain_whole_free_gpus=whole_free_gpus(instance, s.jobs))
-            s = packing_choice(instance, s, [x for x in (packed, consolidate(instance, f)) if x is not None])
+            others = [pairs["fungible"][1], pairs.get("drf-fill", (None, None))[1], pairs.get("drf-then-worth", (None, None))[1],
+                      consolidate(instance, f)]
+            s = packing_choice(instance, s, keep_level(instance, s, [x for x in others if x is not None]))
             v = schedule_value(instance, s)
             stats.update(jobs_placed=len(s.jobs), whole_free_gpus=whole_free_gpus(instance, s.jobs))
         return Result(schedule=s, status=Status.FEASIBLE, objective=v, bound=None, solver="fungible-greedy",

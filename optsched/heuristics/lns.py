@@ -11,6 +11,10 @@ time and shrinks when they are not.
 
 The sub-instance is exact for the freed part: a job that runs elsewhere now and would have to
 move to enter the neighbourhood gets its restart factor folded into its weight.
+
+In a DRF round the starts (fungible-greedy's progressive filling among them) rank by (smallest
+dominant share, worth), and a neighbourhood's result replaces the incumbent only when it earns
+more worth without lowering the smallest dominant share.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ from optsched.errors import InputError
 from optsched.exact.cpsat import CpSatSolver
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import job_data
+from optsched.heuristics.drf import drf_round, keep_level
 from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result, Status
 from optsched.round_policies import (
     deadline_misses,
+    drf_level,
+    drf_scale,
     packing_choice,
     policy_families,
     policy_feasible,
@@ -152,8 +159,10 @@ class LargeNeighbourhoodSearch:
             starts = [(name, repair(instance, s)) for name, s in starts]
         values = [schedule_value(instance, s) for _, s in starts]
         misses = [len(deadline_misses(instance, s)) if policies else 0 for _, s in starts]
-        best = max(range(len(starts)), key=lambda i: (-misses[i], values[i]))  # fewer deadline misses first
-        incumbent, value = starts[best][1], values[best]
+        drf = drf_round(instance)  # DRF: candidates rank by (smallest dominant share, worth)
+        levels = [drf_level(instance, s.jobs) if drf else 0 for _, s in starts]
+        best = max(range(len(starts)), key=lambda i: (-misses[i], levels[i], values[i]))  # fewer deadline misses first
+        incumbent, value, level = starts[best][1], values[best], levels[best]
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
 
         # the bound: where the configuration LP applies, computed by a child process on the core
@@ -210,18 +219,20 @@ class LargeNeighbourhoodSearch:
             jobs.update(res.schedule.jobs)
             candidate = Schedule(instance.name, jobs)
             cand_value = schedule_value(instance, candidate)
-            if cand_value > value + 1e-9 and (not policies or (
+            # the neighbourhood is solved for worth alone: under DRF a candidate may not lower the level
+            cand_level = drf_level(instance, candidate.jobs) if drf else 0
+            if cand_value > value + 1e-9 and cand_level >= level and (not policies or (
                     policy_feasible(instance, candidate)
                     and len(deadline_misses(instance, candidate)) <= len(deadline_misses(instance, incumbent)))):
-                incumbent, value = candidate, cand_value
+                incumbent, value, level = candidate, cand_value, cand_level
                 stats["improvements"] += 1
             # a neighbourhood that freed every node and offered every waiting job is the whole
             # round: its proven optimum is the round's, and nothing is left to search
             if res.status is Status.OPTIMAL and len(node_ids) == len(all_nodes) and len(extra) == len(waiting) and not policies:
                 status, bound = Status.OPTIMAL, max(value, res.bound if res.bound is not None else value)
                 break
-            if bound is not None and value >= bound - 1e-9 * max(1.0, abs(bound)):
-                status = Status.OPTIMAL  # the incumbent meets the LP bound
+            if bound is not None and value >= bound - 1e-9 * max(1.0, abs(bound)) and not drf:
+                status = Status.OPTIMAL  # the incumbent meets the LP bound (under DRF a higher level may still exist)
                 break
         stats["final_nodes"] = size
         if instance.round.packing is not None:
@@ -229,10 +240,12 @@ class LargeNeighbourhoodSearch:
             # within the packing tolerance then compete on whole free GPUs. The lexicographic optimum
             # is not proven: a packing round is never reported optimal by lns.
             stats["plain_whole_free_gpus"] = whole_free_gpus(instance, incumbent.jobs)
-            incumbent = packing_choice(instance, incumbent, [s for _name, s in starts])
+            incumbent = packing_choice(instance, incumbent, keep_level(instance, incumbent, [s for _name, s in starts]))
             value = schedule_value(instance, incumbent)
             status = Status.FEASIBLE
             stats["whole_free_gpus"] = whole_free_gpus(instance, incumbent.jobs)
+        if drf:
+            stats["drf_min_share"] = drf_level(instance, incumbent.jobs) / drf_scale(instance)
         if worker is not None:
             proven = worker.collect(wait_until=deadline)
             stats.update(worker.stats)
