@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Gandiva-style consolidation: among near-best schedules keep the most whole idle nodes (round.packing)")
     p.add_argument("--packing-tolerance", type=float, default=None,
                    help="with --packing: share of a round's worth consolidation may give up (default 0)")
+    p.add_argument("--fairness", default=None,
+                   help="drf: dominant resource fairness across the trace's tenants in every round (round.fairness; "
+                        "allocators that honour it: `optsched methods --json`)")
     p.add_argument("--elastic-share", type=float, default=0.0,
                    help="share of jobs (drawn with --seed) that are elastic: gpus/4 .. 4 x gpus GPUs, Amdahl scaling per model (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
         check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
-        elastic_share=args.elastic_share, elastic_seed=args.seed,
+        elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness,
     )
     pairs = [(pol, a) for pol in policies for a in allocators]
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,

@@ -31,6 +31,9 @@ Semantics worth knowing:
   control, due jobs are lifted above every other job, unattainable ones are demoted to
   best-effort, and rounds carry their ``deadline_s`` / ``remaining_s``
   (:mod:`optsched.sim.deadlines`).
+* ``SimConfig.fairness = "drf"`` makes every round a DRF round (``round.fairness``): each job
+  carries its trace ``tenant`` (jobs without one form one tenant; with ``tenant_quotas`` too, only
+  the tenants the quotas name), and the allocator maximises the smallest dominant share first.
 
 The bookkeeping is numpy arrays over all jobs; the only per-job Python work is building the
 round's instance and applying its schedule.
@@ -133,6 +136,9 @@ class SimConfig:
     #: carry their trace ``tenant``; others have no quota) and the moves allowed per round
     tenant_quotas: Mapping[str, int] | None = None
     max_moves: int | None = None
+    #: ``"drf"``: dominant resource fairness across the trace's tenants in every round (contract-v2
+    #: ``round.fairness``; every job carries its trace ``tenant``, jobs without one form one tenant)
+    fairness: str | None = None
     #: deadline (SLO) jobs (optsched.sim.deadlines): this share of the jobs, drawn with
     #: ``slo_seed``, must finish by ``submit + slo_slack x duration`` (jobs whose SimJob carries a
     #: ``deadline_s`` are SLO jobs whatever the share)
@@ -158,9 +164,11 @@ class SimConfig:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
-        if self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None:
+        if (self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None
+                or self.fairness is not None):
             # the contract's checks, field names and all
-            Round(tenants=self.tenant_quotas, max_moves=self.max_moves, packing=self.packing, packing_tolerance=self.packing_tolerance)
+            Round(tenants=self.tenant_quotas, max_moves=self.max_moves, packing=self.packing, packing_tolerance=self.packing_tolerance,
+                  fairness=self.fairness)
         slo_mod.mark_deadlines((), self.slo_share, self.slo_slack, 0)  # checks the share and the slack
         if isinstance(self.slo_seed, bool) or not isinstance(self.slo_seed, int) or self.slo_seed < 0:
             raise InputError("slo_seed", self.slo_seed, "must be an integer >= 0")
@@ -250,7 +258,7 @@ def simulate_steps(
     total_gpus = float(caps[0])
     R = cfg.round_s
     rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves, packing=cfg.packing,
-                packing_tolerance=cfg.packing_tolerance)
+                packing_tolerance=cfg.packing_tolerance, fairness=cfg.fairness)
 
     submit = np.array([j.submit_s for j in jobs], dtype=np.float64)
     gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
@@ -432,6 +440,7 @@ def simulate_steps(
         "allocator": allocator_name,
         "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
         "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves,
+                           "fairness": cfg.fairness,
                            "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed,
                            "packing": cfg.packing, "packing_tolerance": cfg.packing_tolerance,
                            "elastic_share": cfg.elastic_share, "elastic_seed": cfg.elastic_seed},
@@ -583,12 +592,20 @@ def _instance(
         b = base[j]
         if b is None:
             s = jobs[j]
-            tenant = s.tenant if rnd.tenants is not None and s.tenant in rnd.tenants else None
+            tenant = _round_tenant(rnd, s.tenant)
             b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant, elastic=s.elastic,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
         out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j))))
     return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+
+
+def _round_tenant(rnd: Round, tenant: str) -> str | None:
+    """The ``tenant`` a job carries into the round: its trace tenant when quotas name it, or under
+    DRF (without quotas) any non-empty one; ``None`` otherwise."""
+    if rnd.tenants is not None:
+        return tenant if tenant in rnd.tenants else None
+    return tenant or None if rnd.fairness is not None else None
 
 
 def _interned(job: Job, speeds: dict[tuple[tuple[str, float], ...], Mapping[str, float]]) -> Job:
