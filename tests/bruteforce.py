@@ -113,3 +113,8 @@ def search_size(instance) -> int:
     for j in instance.jobs:
         size *= 1 + len(_options(instance, j))
     return size
+
+
+def best_with_rules(instance) -> float:
+    """The brute-force optimum over the schedules that also keep the quota and move rules."""
+    return max((total for total, sched, _load in feasible_schedules(instance) if rules_hold(instance, sched)), default=0.0)

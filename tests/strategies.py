@@ -56,3 +56,34 @@ def tiny_instance_dicts(draw, max_nodes: int = 3, max_jobs: int = 4) -> dict:
 def tiny_instances(**kw) -> st.SearchStrategy[Instance]:
     """Tiny valid Instances (brute-force sized)."""
     return tiny_instance_dicts(**kw).map(Instance.from_dict)
+
+
+@st.composite
+def elastic_rounds(draw, policies: bool = False):
+    """Tiny contract-v2 rounds with elastic jobs (each listing its current size when running);
+    with ``policies``, tenant quotas and/or a move budget too."""
+    d = draw(tiny_instance_dicts(max_nodes=2, max_jobs=3))
+    d["version"] = 2
+    for j in d["jobs"]:
+        if not draw(st.booleans()):
+            continue
+        held = sum(j["placement"].values()) if "placement" in j else j["gpus"]
+        sizes = sorted(draw(st.sets(st.integers(1, 4), min_size=0, max_size=2)) | {held})
+        factors = sorted(draw(st.lists(st.floats(0.2, 3.0), min_size=len(sizes), max_size=len(sizes))))
+        nominal = draw(st.sampled_from(range(len(sizes))))
+        j["gpus"] = sizes[nominal]
+        j["elastic"] = {"gpus": sizes, "scaling": [f / factors[nominal] for f in factors]}
+    if not any("elastic" in j for j in d["jobs"]):
+        d["jobs"][0]["elastic"] = {"gpus": [d["jobs"][0]["gpus"]], "scaling": [1.0]}
+    if policies:
+        total = sum(n["gpus"] for n in d["nodes"])
+        if draw(st.booleans()):
+            qa = draw(st.integers(0, total))
+            d["round"]["tenants"] = {"a": {"quota_gpus": qa}, "b": {"quota_gpus": draw(st.integers(0, total - qa))}}
+            for j in d["jobs"]:
+                t = draw(st.sampled_from(["a", "b", None]))
+                if t is not None:
+                    j["tenant"] = t
+        if draw(st.booleans()) or "tenants" not in d["round"]:
+            d["round"]["max_moves"] = draw(st.integers(0, 1))
+    return Instance.from_dict(d)

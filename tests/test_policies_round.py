@@ -139,7 +139,7 @@ def test_cpsat_forces_urgent_jobs_in_and_reports_the_ones_that_cannot_fit():
 def test_methods_without_policy_support_are_refused():
     inst = _round([_job(0, 1, "a")], tenants={"a": {"quota_gpus": 1}})
     with pytest.raises(InputError) as e:
-        solve_round(inst, solver="cbc", time_limit=1)
+        solve_round(inst, solver="maifs", time_limit=1)
     assert e.value.field == "solver" and "quotas" in str(e.value) and "cpsat" in str(e.value)
 
 

@@ -27,9 +27,10 @@ def run(args: argparse.Namespace) -> int:
     from optsched.mip.description import build
 
     instance = load_instance(args.instance)
+    from optsched.mip.description import MIP_FAMILIES
     from optsched.round_policies import policy_families
 
-    fams = sorted(policy_families(instance))
+    fams = sorted(policy_families(instance) - set(MIP_FAMILIES))
     if fams:  # the shared MIP description does not model them: refuse rather than drop them
         from optsched.errors import InputError
 

@@ -7,7 +7,13 @@ a schedule encodes into a solution vector (:meth:`RoundMip.encode`, used for sol
 test the formulation against the independent checker). Every backend (SCIP, CBC, PuLP, GLOP, the
 MPS/LP export) solves this very model. The math, family by family, is in ``formulations/mip.md``.
 
-Index conventions: ``j`` job index, ``n`` node index, ``t`` index into ``instance.gpu_types``,
+Contract-v2 rounds: elastic jobs are modelled on their rigid size variants
+(:func:`optsched.elastic.expand`) with "at most one variant" rows (:func:`add_variant_choice`),
+and the move budget and tenant quotas are linear rows (:func:`add_move_budget`,
+:func:`add_quota_reclaim`): :data:`MIP_FAMILIES` are the families this MIP holds exactly. The
+lexicographic families (deadlines, DRF, packing) are not in it.
+
+Index conventions: ``j`` job index (a variant's index in an elastic round), ``n`` node index, ``t`` index into ``instance.gpu_types``,
 ``p`` index into the job's Pareto points (``RoundData.jobs[j].points``), ``k`` a number of nodes.
 Column names use these indices only, so exported files are valid whatever the ids contain.
 """
@@ -18,22 +24,32 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from optsched.elastic import Expansion, expand, has_elastic
 from optsched.mip.data import JobData, RoundData
 from optsched.mip.linear import LinearModel
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
 from optsched.values import is_move
 
-__all__ = ["RoundMip", "build", "point_for"]
+__all__ = ["MIP_FAMILIES", "RoundMip", "build", "point_for"]
+
+#: the contract-v2 policy families (optsched.round_policies.FAMILIES) the MIP models exactly
+MIP_FAMILIES = ("elastic", "max_moves", "quotas")
 
 
 @dataclass
 class RoundMip:
-    """The MIP of one round and where each decision lives in it."""
+    """The MIP of one round and where each decision lives in it.
+
+    ``instance`` is the round the columns index: the round itself, or for an elastic round the
+    rigid round of its size variants (``expansion`` maps between the two; :meth:`decode` and
+    :meth:`encode` speak the original round's job ids either way).
+    """
 
     instance: Instance
     data: RoundData
     model: LinearModel
+    expansion: Expansion | None = None
     u: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)  #: j -> (t, p) -> job j runs on type t at point p
     x: dict[tuple[int, int], int] = field(default_factory=dict)  #: (j, n) -> GPUs of job j on node n (integer)
     w: dict[tuple[int, int, int], int] = field(default_factory=dict)  #: (j, n, p) -> GPUs of j on n at point p
@@ -41,14 +57,32 @@ class RoundMip:
     e: dict[int, dict[int, int]] = field(default_factory=dict)  #: j -> k -> job j uses exactly k nodes
     stay: dict[int, int] = field(default_factory=dict)  #: j -> running job j keeps its node -> GPU map
     v: dict[int, int] = field(default_factory=dict)  #: j -> worth of job j
+    borrow: int | None = None  #: quota rounds: some tenant holds more than its quota
     # derived lookups, filled by the builders
     nodes_of: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  #: j -> nodes with an x column
     points_on: dict[tuple[int, int], list[int]] = field(default_factory=dict)  #: (j, n) -> points with a w column
 
+    @property
+    def original(self) -> Instance:
+        """The round as given (with its elastic jobs)."""
+        return self.instance if self.expansion is None else self.expansion.original
+
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        """Per original job index, its job indices in the model (its size variants)."""
+        if self.expansion is None:
+            return tuple((j,) for j in range(len(self.instance.jobs)))
+        return self.expansion.groups
+
     # --- solution <-> schedule ---
 
     def decode(self, values: Sequence[float]) -> Schedule:
-        """The schedule a solution vector describes (integer columns read with ``round``)."""
+        """The schedule a solution vector describes (integer columns read with ``round``), in the
+        original round's job ids."""
+        schedule = self._decode_model(values)
+        return schedule if self.expansion is None else self.expansion.to_original(schedule)
+
+    def _decode_model(self, values: Sequence[float]) -> Schedule:
         jobs: dict[str, Assignment] = {}
         chosen: dict[int, tuple[int, int]] = {}
         for j, cols in self.u.items():
@@ -73,9 +107,12 @@ class RoundMip:
         A job at a grid point that the Pareto reduction dropped is moved to the point that
         dominates it (never more CPUs or memory, never less throughput). A job the description
         cannot hold (moving it is worth <= 0, or its point is not fair) raises ``ValueError``,
-        or is left out when ``skip_unencodable`` (hints).
+        or is left out when ``skip_unencodable`` (hints). Columns of the policy rows (the quota
+        rule's ``borrow``) are set from the encoded jobs.
         """
         inst, data, model = self.instance, self.data, self.model
+        if self.expansion is not None:
+            schedule = self.expansion.to_model(schedule)
         x = [0.0] * model.num_vars
         for jid, a in schedule.jobs.items():
             j = inst.job_idx(jid)
@@ -87,7 +124,19 @@ class RoundMip:
                 raise
             for col, val in cols:
                 x[col] = val
+        if self.borrow is not None:
+            x[self.borrow] = float(self._borrows(schedule))
         return x
+
+    def _borrows(self, schedule: Schedule) -> bool:
+        """The quota rule's ``borrow``: a tenant holds more GPUs than its quota, or a job without
+        a quota'd tenant runs."""
+        quotas = self.instance.round.tenants or {}
+        held: dict[str | None, int] = defaultdict(int)
+        for jid, a in schedule.jobs.items():
+            t = self.instance.job(jid).tenant
+            held[t if t in quotas else None] += a.gpus
+        return any(g > (quotas[t] if t is not None else 0) for t, g in held.items())
 
     def _encode_job(self, jd: JobData, a: Assignment) -> list[tuple[int, float]]:
         inst, j = self.instance, jd.index
@@ -246,26 +295,103 @@ def add_spread(mip: RoundMip) -> None:
         m.eq(f"count_{j}", [*count, *((c, -float(k)) for k, c in e.items())], 0.0)
 
 
+def add_stay(mip: RoundMip, jd: JobData) -> int | None:
+    """Running job ``jd``'s ``stay[j]`` column (made once): it forces ``x[j,n] >= placement[n]``
+    (so x equals the placement) and a GPU type of the placement; ``None`` when the placement
+    cannot be kept (a node has no column for the job, or it fits nowhere as placed)."""
+    j, job = jd.index, jd.job
+    if j in mip.stay:
+        return mip.stay[j]
+    placed = [(mip.instance.node_idx(nid), k) for nid, k in job.placement.items()]
+    if jd.stay_type is None or not jd.options or not all((j, n) in mip.x for n, _ in placed):
+        return None
+    m = mip.model
+    sc = m.add_binary(f"stay_{j}")
+    mip.stay[j] = sc
+    m.le(f"stayu_{j}", [(sc, 1.0), *((uc, -1.0) for (t, _), uc in mip.u[j].items() if t == jd.stay_type)], 0.0)
+    for n, k in placed:
+        m.ge(f"stayx_{j}_{n}", [(mip.x[(j, n)], 1.0), (sc, -float(k))], 0.0)
+    return sc
+
+
 def add_restart(mip: RoundMip) -> None:
-    """Running jobs with a restart cost: ``stay[j]`` forces ``x[j,n] >= placement[n]`` (so x equals the placement).
+    """Running jobs with a restart cost get their ``stay[j]`` (:func:`add_stay`).
 
     When moving is worth <= 0 (``restart_s >= duration_s``) the job may only stay: ``sum u[j] <= stay[j]``.
     """
-    m, inst, data = mip.model, mip.instance, mip.data
-    for jd in data.jobs:
+    m = mip.model
+    for jd in mip.data.jobs:
         j, job = jd.index, jd.job
         if not job.running or jd.restart_share <= 0.0 or not jd.options:
             continue
-        placed = [(inst.node_idx(nid), k) for nid, k in job.placement.items()]
-        possible = jd.stay_type is not None and all((j, n) in mip.x for n, _ in placed)
-        if possible:
-            sc = m.add_binary(f"stay_{j}")
-            mip.stay[j] = sc
-            m.le(f"stayu_{j}", [(sc, 1.0), *((uc, -1.0) for (t, _), uc in mip.u[j].items() if t == jd.stay_type)], 0.0)
-            for n, k in placed:
-                m.ge(f"stayx_{j}_{n}", [(mip.x[(j, n)], 1.0), (sc, -float(k))], 0.0)
+        sc = add_stay(mip, jd)
         if not jd.can_move:
-            m.le(f"nomove_{j}", [*((c, 1.0) for c in mip.u[j].values()), *([(mip.stay[j], -1.0)] if possible else [])], 0.0)
+            m.le(f"nomove_{j}", [*((c, 1.0) for c in mip.u[j].values()), *([(sc, -1.0)] if sc is not None else [])], 0.0)
+
+
+def add_variant_choice(mip: RoundMip) -> None:
+    """Elastic jobs: at most one mode over all size variants of a job, ``sum_v sum_{t,p} u[v,t,p] <= 1``."""
+    for i, group in enumerate(mip.groups):
+        cols = [c for v in group for c in mip.u.get(v, {}).values()]
+        if len(group) > 1 and len(cols) > 1:
+            mip.model.le(f"variant_{i}", ((c, 1.0) for c in cols), 1.0)
+
+
+def add_move_budget(mip: RoundMip) -> None:
+    """``round.max_moves``: ``sum over running jobs of (sum_v sum u[v] - stay[v current]) <= max_moves``.
+
+    A running job that runs counts one move unless it keeps its placement (its ``stay``, made for
+    every running job here by :func:`add_stay`); an elastic job's other sizes are always moves. The
+    count can only overstate the moves (``stay = 0`` on a job that stays), never understate them.
+    """
+    cap = mip.original.round.max_moves
+    if cap is None:
+        return
+    row: list[tuple[int, float]] = []
+    for i, group in enumerate(mip.groups):
+        if mip.original.jobs[i].placement is None:
+            continue
+        for v in group:
+            row += [(c, 1.0) for c in mip.u.get(v, {}).values()]
+            jd = mip.data.jobs[v]
+            if jd.job.running:
+                sc = add_stay(mip, jd)
+                if sc is not None:
+                    row.append((sc, -1.0))
+    if row:
+        mip.model.le("moves", row, float(cap))
+
+
+def add_quota_reclaim(mip: RoundMip) -> None:
+    """``round.tenants`` (the checker's rule 6), as in :func:`optsched.exact.policies.add_quota_reclaim`.
+
+    ``used_t = sum gpus_v u[v]`` over tenant t's jobs (jobs without a quota'd tenant form one group
+    with quota 0); ``used_t <= quota_t + G borrow`` (G: the cluster's GPUs); a job i of tenant t with
+    ``g_i <= quota_t`` (``g_i``: its smallest size) keeps ``used_t >= (quota_t + 1 - g_i)(borrow - run_i)``,
+    i.e. while anyone borrows, a left-out job must not fit in the rest of its tenant's quota.
+    """
+    quotas = mip.original.round.tenants
+    if quotas is None:
+        return
+    m = mip.model
+    total = sum(n.gpus for n in mip.instance.nodes)
+    used: dict[str | None, list[tuple[int, float]]] = defaultdict(list)
+    for v, cols in mip.u.items():
+        job = mip.instance.jobs[v]
+        used[job.tenant if job.tenant in quotas else None] += [(c, float(job.gpus)) for c in cols.values()]
+    bc = mip.borrow = m.add_binary("borrow")
+    for k, (t, row) in enumerate(used.items()):  # rows by number: tenant names need not be valid names
+        limit = quotas[t] if t is not None else 0
+        if sum(a for _, a in row) > limit:
+            m.le(f"quota_{k}", [*row, (bc, -float(total))], float(limit))
+    for i, job in enumerate(mip.original.jobs):
+        t = job.tenant
+        if t not in quotas or min(job.sizes) > quotas[t]:
+            continue
+        g = min(job.sizes)
+        k = float(quotas[t] + 1 - g)
+        run = [(c, k) for v in mip.groups[i] for c in mip.u.get(v, {}).values()]
+        m.ge(f"reclaim_{i}", [*used.get(t, []), (bc, -k), *run], 0.0)
 
 
 def add_value(mip: RoundMip) -> None:
@@ -305,9 +431,17 @@ def add_value(mip: RoundMip) -> None:
 
 
 def build(instance: Instance, data: RoundData | None = None) -> RoundMip:
-    """The exact MIP of ``instance`` (maximise total worth), built family by family."""
-    data = data or RoundData(instance)
-    mip = RoundMip(instance, data, LinearModel(_safe_name(instance.name)))
+    """The exact MIP of ``instance`` (maximise total worth), built family by family.
+
+    An elastic round is built on its rigid size variants (``data``, when given, must describe
+    that rigid round: ``RoundData(expand(instance).instance)``)."""
+    exp = expand(instance) if has_elastic(instance) else None
+    model_inst = instance if exp is None else exp.instance
+    if data is None:
+        data = RoundData(model_inst)
+    elif exp is not None:
+        raise ValueError("build: pass no data for an elastic round (it is built on its size variants)")
+    mip = RoundMip(model_inst, data, LinearModel(_safe_name(instance.name)), exp)
     add_choice(mip)
     add_gang(mip)
     add_node_capacity(mip)
@@ -315,6 +449,9 @@ def build(instance: Instance, data: RoundData | None = None) -> RoundMip:
     add_spread(mip)
     add_restart(mip)
     add_value(mip)
+    add_variant_choice(mip)
+    add_move_budget(mip)
+    add_quota_reclaim(mip)
     return mip
 
 

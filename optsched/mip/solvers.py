@@ -17,6 +17,9 @@ one that seeds CP-SAT) is computed first; SCIP gets it as hint when the caller g
 worse one), and every solver returns it when time runs out with a worse incumbent or none
 (``stats["incumbent_from"]`` says ``"greedy"``). ``greedy=False`` measures the bare solver.
 
+Contract-v2 rounds: the description holds elastic gangs, the move budget and tenant quotas
+(:data:`~optsched.mip.description.MIP_FAMILIES`), so these solvers solve those rounds exactly too.
+
 Hints: SCIP takes them (``MPSolver.SetHint``, the hint schedule encoded column by column). CBC
 through MPSolver silently drops hints, so :class:`CbcSolver` does not pass them and says
 ``hint: "ignored (MPSolver's CBC interface drops hints)"`` in ``stats``. PuLP is registered without
@@ -37,6 +40,7 @@ from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
 from optsched.model import Instance
 from optsched.result import Result, Status
+from optsched.round_policies import policy_families, repair
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
@@ -69,6 +73,8 @@ class _MipSolver:
             from optsched.exact.hint import greedy_schedule
 
             fallback = greedy_schedule(instance)
+            if policy_families(instance):  # the greedy ignores quotas and the move budget
+                fallback = repair(instance, fallback)
             stats["greedy_value"] = schedule_value(instance, fallback)
             stats["greedy_s"] = time.perf_counter() - start
         t0 = time.perf_counter()
@@ -148,7 +154,7 @@ class _MpSolverMip(_MipSolver):
         remaining = time_limit - (time.perf_counter() - t0)
         if remaining <= 0:
             stats["stopped"] = "time limit reached while translating the model"
-            return Schedule.empty(mip.instance.name), Status.TIME_LIMIT, None
+            return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
         solver.SetTimeLimit(max(1, int(remaining * 1000)))
         self._configure(solver, seed, num_threads, stats)
         self._hint(mip, solver, xs, hint, stats)
@@ -171,13 +177,13 @@ class _MpSolverMip(_MipSolver):
             from optsched.solve import SolverBug
 
             # the all-zero vector (empty schedule) is feasible and every column is bounded
-            raise SolverBug(f"{self.name}: MPSolver says {stats['mpsolver_status']} for {mip.instance.name}")
+            raise SolverBug(f"{self.name}: MPSolver says {stats['mpsolver_status']} for {mip.original.name}")
         bound = solver.Objective().BestBound()
         # SCIP reports its "infinity" (1e20) when it has no dual bound yet: that is no bound
         bound = bound if math.isfinite(bound) and abs(bound) < _NO_BOUND else None
         if code == pywraplp.Solver.NOT_SOLVED:  # stopped without an incumbent
             stats["stopped"] = "time limit without incumbent"
-            return Schedule.empty(mip.instance.name), Status.TIME_LIMIT, bound
+            return Schedule.empty(mip.original.name), Status.TIME_LIMIT, bound
         schedule = mip.decode([x.solution_value() for x in xs])
         if code == pywraplp.Solver.OPTIMAL:
             return schedule, Status.OPTIMAL, bound
@@ -247,7 +253,7 @@ class PulpSolver(_MipSolver):
         remaining = time_limit - (time.perf_counter() - t0)
         if remaining <= 0.05:
             stats["stopped"] = "time limit reached while translating the model"
-            return Schedule.empty(mip.instance.name), Status.TIME_LIMIT, None
+            return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
         with warnings.catch_warnings():
             # PuLP 3.x announces that PULP_CBC_CMD (its bundled CBC) goes away in PuLP 4.0; it is the
             # backend this method promises, so the notice is silenced here and not hidden elsewhere
@@ -273,7 +279,7 @@ class PulpSolver(_MipSolver):
             return mip.decode([x.varValue or 0.0 for x in xs]), Status.TIME_LIMIT, None
         if sol == pulp.LpSolutionNoSolutionFound:
             stats["stopped"] = "time limit without incumbent"
-            return Schedule.empty(mip.instance.name), Status.TIME_LIMIT, None
+            return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
         from optsched.solve import SolverBug
 
-        raise SolverBug(f"pulp: CBC says {stats['pulp_solution_status']} for {mip.instance.name}")
+        raise SolverBug(f"pulp: CBC says {stats['pulp_solution_status']} for {mip.original.name}")
