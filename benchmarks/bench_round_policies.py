@@ -72,38 +72,59 @@ def entitled(gangs: list[int], quota: int) -> int:
 
 
 class Recorder:
-    """Wraps an allocator; keeps each solved round's ``(t, held GPUs, offered gangs)`` per tenant."""
+    """Wraps an allocator; keeps each solved round's ``(t, held GPUs, offered gangs)`` per tenant,
+    and in ``usage`` what each tenant holds at its jobs' fixed demand (GPUs, cores, GB: DRF's
+    :func:`optsched.round_policies.drf_usage`, the GPUs a job got)."""
 
     def __init__(self, inner: Any, tenant_of: dict[str, str]) -> None:
         self.inner, self.tenant_of, self.name = inner, tenant_of, getattr(inner, "name", "alloc")
         self.rounds: list[tuple[float, dict[str, int], dict[str, int]]] = []
+        self.usage: list[dict[str, np.ndarray]] = []
 
     def __call__(self, inst: Any) -> Any:
+        from optsched.round_policies import drf_usage
+
         out = self.inner(inst)
         sched = getattr(out, "schedule", out)
         held: dict[str, int] = {}
         offered: dict[str, list[int]] = {}
+        usage: dict[str, np.ndarray] = {}
         for j in inst.jobs:
             t = self.tenant_of[j.id] or "-"
             offered.setdefault(t, []).append(j.gpus)
+            row = usage.setdefault(t, np.zeros(3))
             if j.id in sched.jobs:
                 held[t] = held.get(t, 0) + j.gpus
+                row += drf_usage(j, sched.jobs[j.id].gpus)
         self.rounds.append((float(re.search(r"-t(\d+)$", inst.name).group(1)), held, offered))
+        self.usage.append(usage)
         return out
 
 
-def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, float]:
-    """Time-weighted min share vs quota, time below a guarantee and Jain's index across tenants."""
+def solved_rounds(res: Any, rec: Recorder) -> Any:
+    """``(span_s, k)`` per simulated round from the first solved one on: the round's length and the
+    index in ``rec`` of the schedule in force (rounds that reuse the previous schedule keep its ``k``)."""
     r = res.rounds
     solved_t = [t for t, _, _ in rec.rounds]
     k = -1
-    tot = mins = below = jain = 0.0
     for t, span, solved in zip(r["t_s"], r["span_s"], r["solved"], strict=True):
         if solved > 0:
             k += 1
             assert abs(solved_t[k] - t) < 1.0
-        if k < 0:
-            continue
+        if k >= 0:
+            yield span, k
+
+
+def jain_index(x: np.ndarray) -> float:
+    """Jain's index ``(sum x)^2 / (n sum x^2)`` (1: all equal; 0 when every x is 0)."""
+    sq = float((x ** 2).sum())
+    return float(x.sum() ** 2 / (x.size * sq)) if sq > 0 else 0.0
+
+
+def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, float]:
+    """Time-weighted min share vs quota, time below a guarantee and Jain's index across tenants."""
+    tot = mins = below = jain = 0.0
+    for span, k in solved_rounds(res, rec):
         _, held, offered = rec.rounds[k]
         ent = {tn: entitled(gangs, quotas[tn]) for tn, gangs in offered.items() if tn in quotas}
         s = np.array([min(1.0, held.get(tn, 0) / e) for tn, e in ent.items() if e > 0])
@@ -112,7 +133,7 @@ def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, 
         tot += span
         mins += span * s.min()
         below += span * float(s.min() < 1.0 - 1e-9)
-        jain += span * (s.sum() ** 2 / (s.size * (s ** 2).sum()) if (s ** 2).sum() > 0 else 0.0)
+        jain += span * jain_index(s)
     return {"min_share": mins / tot, "below_quota": below / tot, "jain_tenants": jain / tot}
 
 

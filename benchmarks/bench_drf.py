@@ -1,0 +1,151 @@
+"""Dominant resource fairness over a trace: DRF vs no DRF on bench_policies.py's Philly and
+Alibaba windows, with integrated-fungible and fixed-demand allocation (docs/results.md,
+"Dominant resource fairness over the Philly and Alibaba windows").
+
+    python benchmarks/bench_drf.py run --out benchmarks/results/drf.csv
+    python benchmarks/bench_drf.py table benchmarks/results/drf.csv
+
+Variants (queue policy LAS): ``plain`` (no round policy) and ``drf`` (``SimConfig.fairness =
+"drf"``: every round maximises the smallest dominant share across the trace's tenants, then worth;
+tenants are Philly's virtual clusters and Alibaba's QoS classes, the only tenant field that trace
+has). Allocators: ``cpsat`` (integrated fungible, exact), ``cpsat@demand`` (the same exact solver
+with every job held at its fixed demand), ``fungible-greedy`` and ``fixed-demand`` (both with
+progressive filling under DRF).
+
+DRF metrics, per round from the allocator's schedules, over the tenants with jobs offered that
+round, time-weighted over the *contended* rounds (at least two tenants offered; alone, a tenant's
+share says nothing about fairness, and the single-tenant tail of a run would dominate the average):
+a tenant's dominant share is the largest of its GPUs, cores and GB at its jobs' fixed demand over
+the cluster's totals (what the round maximises the minimum of); ``min_dshare`` is the time average
+of the smallest, ``jain_dshare`` of Jain's index of the shares, ``starved`` the share of contended
+time some tenant with jobs offered holds nothing, ``jain_gpu`` Jain's index of the tenants' GPU
+counts, ``contended_h`` the contended time. Outcome per tenant: ``worst_tenant_rho``, the largest
+over tenants of their finished jobs' mean ``rho = JCT / isolated time`` (bench_policies.py). Both
+variants are measured alike, so the plain rows show what a scheduler unaware of DRF gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_policies import LOAD, fairness, isolated_s, run_resumable, summary_columns  # noqa: E402
+from bench_round_policies import Recorder, jain_index, solved_rounds  # noqa: E402
+from bench_sim import WORKLOADS, setup_window  # noqa: E402
+
+ALLOCATORS = ("cpsat", "cpsat@demand", "fungible-greedy", "fixed-demand")
+VARIANTS = ("plain", "drf")
+POLICY = "las"
+FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "jain_jobs",
+          "min_dshare", "jain_dshare", "starved", "jain_gpu", "contended_h", "worst_tenant_rho", "tenants", "gpu_util", "preemptions", "solver_calls", "solve_s_mean", "wall_s",
+          "loadavg")
+
+
+def drf_metrics(res: Any, rec: Recorder, caps: np.ndarray) -> dict[str, float]:
+    """Over the contended rounds, time-weighted: the smallest dominant share, Jain's index of the
+    dominant shares and of the GPU counts, and the share of time some tenant with offered jobs
+    holds nothing (module docstring)."""
+    tot = mins = jd = starved = jg = 0.0
+    for span, k in solved_rounds(res, rec):
+        usage = rec.usage[k]
+        if len(usage) < 2:
+            continue
+        rows = np.array(list(usage.values()))
+        live = caps > 0
+        d = (rows[:, live] / caps[live]).max(axis=1)
+        tot += span
+        mins += span * d.min()
+        jd += span * jain_index(d)
+        starved += span * float(d.min() <= 0.0)
+        jg += span * jain_index(rows[:, 0])
+    return {"min_dshare": mins / tot, "jain_dshare": jd / tot, "starved": starved / tot, "jain_gpu": jg / tot, "contended_h": tot / 3600}
+
+
+def worst_tenant_rho(tenants: np.ndarray, rho: np.ndarray) -> float:
+    """The largest over tenants of the mean ``rho`` of their jobs."""
+    return max(float(rho[tenants == t].mean()) for t in np.unique(tenants))
+
+
+def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
+    from optsched.sim.allocators import AtDemand
+    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.policies import get_policy
+
+    setup = setup_window(workload, LOAD, seed)
+    jobs = setup.workload.jobs
+    solver, _, at = allocator.partition("@")
+    inner = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, **({"num_workers": 1} if solver == "cpsat" else {}))
+    rec = Recorder(AtDemand(inner) if at else inner, {j.id: j.tenant for j in jobs})
+    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, fairness="drf" if variant == "drf" else None)
+    t0 = time.perf_counter()
+    res = simulate(setup.workload, setup.nodes, get_policy(policy), rec, cfg)
+    wall = time.perf_counter() - t0
+    s = res.summary()
+    fin = res.finished
+    row: dict[str, Any] = {"workload": workload, "policy": policy, "variant": variant, "allocator": allocator, **summary_columns(s),
+                           "gpu_util": s["gpu_util"], "solver_calls": s["solver_calls"], "solve_s_mean": s["solve_s_mean"], "wall_s": wall,
+                           "loadavg": os.getloadavg()[0], "tenants": len({j.tenant for j in jobs})}
+    iso = isolated_s(setup)
+    f = fairness(res.jct_s[fin], iso[fin])
+    row.update(max_rho=f["max_rho"], jain_jobs=f["jain"])
+    tenant = np.array([j.tenant for j in jobs], dtype=object)
+    row["worst_tenant_rho"] = worst_tenant_rho(tenant[fin], res.jct_s[fin] / np.maximum(iso[fin], 1e-9))
+    caps = np.array([sum(n.gpus for n in setup.nodes), sum(n.cpus for n in setup.nodes), sum(n.mem_gb for n in setup.nodes)], dtype=float)
+    row.update(drf_metrics(res, rec, caps))
+    return row
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    grid = [(w, v, a) for w in args.workloads for a in args.allocators for v in args.variants]
+    run_resumable(Path(args.out), FIELDS, ("workload", "variant", "allocator"), grid,
+                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy),
+                  lambda row: f"avg JCT {row['avg_jct_h']:.2f} h, min dominant share {row['min_dshare']:.3f}, starved {row['starved']:.0%}",
+                  "drf runs")
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    with open(args.csv) as fh:
+        rows = list(csv.DictReader(fh))
+    loads = list(WORKLOADS)
+    rows.sort(key=lambda r: (loads.index(r["workload"]), ALLOCATORS.index(r["allocator"]), VARIANTS.index(r["variant"])))
+    print("| workload | allocator | variant | avg JCT (h) | p99 JCT (h) | makespan (h) | min dominant share | Jain (dominant shares) "
+          "| time a tenant starved | worst tenant's mean rho | GPU util | preemptions | solve s / round | wall s (load) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['allocator']} | {r['variant']} | {float(r['avg_jct_h']):.2f} | {float(r['p99_jct_h']):.1f} | "
+              f"{float(r['makespan_h']):.1f} | {float(r['min_dshare']):.3f} | {float(r['jain_dshare']):.2f} | {float(r['starved']):.0%} | "
+              f"{float(r['worst_tenant_rho']):.1f} | {float(r['gpu_util']):.0%} | {r['preemptions']} | {float(r['solve_s_mean']):.2f} | "
+              f"{float(r['wall_s']):.0f} ({float(r['loadavg']):.1f}) |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", default="benchmarks/results/drf.csv")
+    r.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
+    r.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--time-limit", type=float, default=1.0)
+    r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
+    r.set_defaults(fn=cmd_run)
+    t = sub.add_parser("table")
+    t.add_argument("csv")
+    t.set_defaults(fn=cmd_table)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
