@@ -579,6 +579,9 @@ class ConfigBound:
     columns: int
     seconds: float
     stats: dict[str, Any] = field(default_factory=dict)
+    #: the duals ``(pi, rho)`` at which ``bound`` was evaluated (reduced-cost fixing reuses them:
+    #: optsched.exact.fixing)
+    duals: Duals | None = None
 
 
 def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list[Schedule] | None = None,
@@ -707,10 +710,12 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
             break
     # the bound: the Lagrangian function at the best duals seen, evaluated in float64
     stats["float32_bound"] = best_bound
-    best_bound, _configs = price(center if center is not None else duals, np.float64)
+    final = center if center is not None else duals
+    best_bound, _configs = price(final, np.float64)
     if best_bound is not None:
         best_bound = best_bound * (1 + SLACK) + SLACK
-    return ConfigBound(best_bound, lp_value, converged, it, master.columns, time.perf_counter() - start, stats)
+    return ConfigBound(best_bound, lp_value, converged, it, master.columns, time.perf_counter() - start, stats,
+                       final if best_bound is not None else None)
 
 
 def _node_config(instance: Instance, schedule: Schedule, n: int, group: NodeGroup, pieces: dict[int, list[Piece]],
