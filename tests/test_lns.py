@@ -69,3 +69,43 @@ def test_sub_instance_folds_restart_into_weight_and_fixes_outside_jobs():
 def test_unknown_option_refused():
     with pytest.raises(InputError, match="bogus"):
         LargeNeighbourhoodSearch().solve(_round(2, 2), time_limit=0.5, seed=0, bogus=True)
+
+
+def test_cpsat_lns_stage_reuses_its_greedy_starts_and_job_data(monkeypatch):
+    """cpsat hands its greedy hints and job data to its lns stage, which builds neither again,
+    and the stage starts from the best of them."""
+    import optsched.heuristics.lns as lns_mod
+    from optsched.exact.cpsat import CpSatSolver
+
+    calls = {"greedy": 0, "job_data": 0}
+    real_greedy, real_data = lns_mod.greedy_schedule, lns_mod.job_data
+
+    def greedy(*a, **k):
+        calls["greedy"] += 1
+        return real_greedy(*a, **k)
+
+    def data(*a, **k):
+        calls["job_data"] += 1
+        return real_data(*a, **k)
+
+    monkeypatch.setattr(lns_mod, "greedy_schedule", greedy)
+    monkeypatch.setattr(lns_mod, "job_data", data)
+    seen = {}
+    real_solve = lns_mod.LargeNeighbourhoodSearch.solve
+
+    def solve(self, instance, **kw):
+        res = real_solve(self, instance, **kw)
+        seen.update(starts=kw.get("starts"), result=res)
+        return res
+
+    monkeypatch.setattr(lns_mod.LargeNeighbourhoodSearch, "solve", solve)
+    inst = _round(6, 30)
+    res = CpSatSolver().solve(inst, time_limit=1.5, seed=0, lns_share=0.5, bound_worker=False, num_workers=1)
+    assert calls == {"greedy": 0, "job_data": 0}
+    assert [name for name, _s in seen["starts"]] == ["greedy"]
+    warm = seen["result"]
+    assert warm.stats["start_objective"] >= schedule_value(inst, seen["starts"][0][1]) - 1e-9
+    assert res.objective >= warm.objective - 1e-9
+    # lns on its own still builds the job data (and its greedy starts when time allows)
+    LargeNeighbourhoodSearch().solve(inst, time_limit=0.3, seed=0, bound=False)
+    assert calls["job_data"] == 1

@@ -27,7 +27,7 @@ from typing import Any
 from optsched.errors import InputError
 from optsched.exact.cpsat import CpSatSolver
 from optsched.exact.hint import greedy_schedule
-from optsched.exact.prep import job_data
+from optsched.exact.prep import JobData, job_data
 from optsched.heuristics.drf import drf_round, keep_level
 from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result, Status
@@ -75,10 +75,12 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def _starts(instance: Instance, hint: Schedule | None, until: float) -> list[tuple[str, Schedule]]:
+def _starts(instance: Instance, hint: Schedule | None, until: float, data: list[JobData],
+            given: list[tuple[str, Schedule]] | None = None) -> list[tuple[str, Schedule]]:
     """Candidate starting schedules: the caller's hint, fungible-greedy (the better of it and
     fixed-demand), and the exact model's greedy hint when there is time for it before ``until``
-    (perf_counter): on a 2,048 x 8,000 round it alone takes seconds."""
+    (perf_counter): on a 2,048 x 8,000 round it alone takes seconds. ``given`` (named schedules
+    the caller has built already, e.g. cpsat's greedy hints) replace the exact model's greedy."""
     from optsched.heuristics.fungible_greedy import FungibleGreedy
 
     out = []
@@ -86,13 +88,15 @@ def _starts(instance: Instance, hint: Schedule | None, until: float) -> list[tup
         out.append(("hint", hint))
     t0 = time.perf_counter()
     out.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=5.0, seed=0).schedule))
+    if given is not None:
+        return out + list(given)
     # the exact greedy costs about twice fungible-greedy (measured on the huge library round)
     if time.perf_counter() + 2.0 * (time.perf_counter() - t0) < until:
-        out.append(("greedy", greedy_schedule(instance)))
+        out.append(("greedy", greedy_schedule(instance, data)))
         # running jobs taking their turn by value per GPU: measured on the mixed medium bench
         # rounds (30 % running), 6-12 % better starts than keeping every running job first
         if any(j.placement for j in instance.jobs) and time.perf_counter() + 2.0 * (time.perf_counter() - t0) < until:
-            out.append(("greedy-dense", greedy_schedule(instance, running_first=False)))
+            out.append(("greedy-dense", greedy_schedule(instance, data, running_first=False)))
     return out
 
 
@@ -148,12 +152,18 @@ class LargeNeighbourhoodSearch:
 
     name = "lns"
 
-    def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
+    def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
+              starts: list[tuple[str, Schedule]] | None = None, data: list[JobData] | None = None,
+              **options: Any) -> Result:
+        """Search for ``time_limit`` seconds. ``starts`` (named feasible schedules) and ``data``
+        (``job_data(instance)``) let a caller that has computed them already (cpsat's lns stage)
+        spare lns computing its greedy starts and the job data again."""
         start = time.perf_counter()
         deadline = start + max(0.0, time_limit - _RESERVE_S)
         opts = _check(options)
         rng = random.Random(seed)
-        starts = _starts(instance, hint, start + 0.3 * time_limit)
+        data = job_data(instance) if data is None else data
+        starts = _starts(instance, hint, start + 0.3 * time_limit, data, starts)
         policies = policy_families(instance)
         if policies:  # start from schedules that keep the round's policy rules
             starts = [(name, repair(instance, s)) for name, s in starts]
@@ -177,7 +187,6 @@ class LargeNeighbourhoodSearch:
             from optsched.mip.bound import lp_bound_within
 
             bound = lp_bound_within(instance, time.perf_counter() + 0.2 * time_limit, stats)
-        data = job_data(instance)
         by_type: dict[str, list[str]] = {}
         for n in instance.nodes:
             if n.gpus > 0:
