@@ -2,8 +2,10 @@
 
 Start from the best of the caller's hint and the greedy schedules, then repeat until the time
 limit: free a neighbourhood — a few nodes (of one GPU type in half the steps, of any type in the
-others), the jobs that sit only on them, and some waiting jobs that may use them (the best by
-value per GPU and a random sample) — and re-optimise it exactly with the CP-SAT model
+others; half the time aimed at worth lost to grid points, a quarter linked by split jobs, a
+quarter at random: :mod:`optsched.heuristics.neighbourhoods`), the jobs that sit only on them,
+and some waiting jobs that may use them (the best by value per GPU and a random sample) — and
+re-optimise it exactly with the CP-SAT model
 (:mod:`optsched.exact.cpsat`) on a *sub-instance*: those nodes with the room the fixed jobs
 leave, those jobs, the incumbent's restriction as hint. An improvement replaces the incumbent.
 The neighbourhood grows by a node while sub-problems are proven optimal in under half their
@@ -29,6 +31,7 @@ from optsched.exact.cpsat import CpSatSolver
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import JobData, job_data
 from optsched.heuristics.drf import drf_round, keep_level
+from optsched.heuristics.neighbourhoods import linked_nodes, node_state, random_nodes, targeted_nodes
 from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result, Status
 from optsched.round_policies import (
@@ -54,6 +57,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     # report a bound: True: the configuration LP on a child process where it applies, else the LP
     # bound; "lp": the LP bound only (no child process); False: none
     "bound": True,
+    # shares of the steps whose nodes are chosen by lost worth and slack (targeted), and of the
+    # others by split jobs (linked); the rest uniformly (optsched.heuristics.neighbourhoods)
+    "targeted": 0.5,
+    "linked": 0.5,
 }
 
 _RESERVE_S = 0.1
@@ -70,6 +77,10 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
             raise InputError(k, v, "must be a positive integer")
     if isinstance(opts["sub_time"], bool) or not isinstance(opts["sub_time"], (int, float)) or opts["sub_time"] <= 0:
         raise InputError("sub_time", opts["sub_time"], "must be a positive number of seconds")
+    for k in ("targeted", "linked"):
+        v = opts[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+            raise InputError(k, v, "must be a share in [0, 1]")
     if not (isinstance(opts["bound"], bool) or opts["bound"] == "lp"):
         raise InputError("bound", opts["bound"], 'must be true, false or "lp"')
     return opts
@@ -192,6 +203,8 @@ class LargeNeighbourhoodSearch:
             if n.gpus > 0:
                 by_type.setdefault(n.gpu_type, []).append(n.id)
         density = {d.job.id: d.best / d.job.gpus for d in data}
+        top_throughput = {d.job.id: max((p.throughput for p in d.points), default=0.0) for d in data}
+        state, state_of = None, None  # the node state of the incumbent, recomputed when it changes
         allowed = {d.job.id: set(d.types) for d in data}
         all_nodes = [n for t in by_type for n in by_type[t]]
         size = opts["nodes"]
@@ -201,7 +214,14 @@ class LargeNeighbourhoodSearch:
             stats["steps"] += 1
             # half the steps free nodes of one type, half nodes of any type (jobs may change type)
             pool = by_type[rng.choice(list(by_type))] if rng.random() < 0.5 else all_nodes
-            node_ids = rng.sample(pool, min(size, len(pool)))
+            pick = rng.random()
+            if pick < opts["targeted"] + (1.0 - opts["targeted"]) * opts["linked"]:
+                if state_of is not incumbent:
+                    state, state_of = node_state(instance, incumbent, top_throughput), incumbent
+                choose = targeted_nodes if pick < opts["targeted"] else linked_nodes
+                node_ids = choose(state, pool, size, rng)
+            else:
+                node_ids = random_nodes(pool, size, rng)
             types = {instance.node(n).gpu_type for n in node_ids}
             waiting = [j for j in allowed if j not in incumbent.jobs and allowed[j] & types]
             waiting.sort(key=lambda j: -density[j])

@@ -1,0 +1,101 @@
+"""How lns chooses the nodes it frees (optsched.heuristics.neighbourhoods), and lns with each choice."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optsched.checker import check_schedule
+from optsched.errors import InputError
+from optsched.exact.prep import job_data
+from optsched.heuristics.lns import LargeNeighbourhoodSearch
+from optsched.heuristics.neighbourhoods import NodeState, linked_nodes, node_state, random_nodes, targeted_nodes
+from optsched.model import Instance, Job, Node, Profile, Round
+from optsched.schedule import Assignment, Schedule
+from optsched.values import schedule_value
+
+HUNGRY = Profile((1, 2, 4), (10, 20), ((0.5, 0.5), (1.0, 1.0), (2.0, 2.5)))
+
+
+def _state(n: int, pairs: bool) -> tuple[list[str], NodeState]:
+    """``n`` nodes; with ``pairs``, nodes 2i and 2i+1 share a split job."""
+    ids = [f"n{i}" for i in range(n)]
+    partners = {}
+    if pairs:
+        for i in range(0, n - 1, 2):
+            partners[ids[i]] = frozenset({ids[i + 1]})
+            partners[ids[i + 1]] = frozenset({ids[i]})
+    return ids, NodeState(dict.fromkeys(ids, 0.0), dict.fromkeys(ids, 0.0), partners)
+
+
+@given(n=st.integers(1, 12), size=st.integers(1, 14), seed=st.integers(0, 10**6), pairs=st.booleans(),
+       kind=st.sampled_from(["random", "linked", "targeted"]))
+def test_choices_are_distinct_nodes_of_the_pool(n, size, seed, pairs, kind):
+    ids, state = _state(n, pairs)
+    pool = ids[: max(1, n - 1)]  # the pool may leave partners out: they must not be chosen
+    rng = random.Random(seed)
+    got = random_nodes(pool, size, rng) if kind == "random" else \
+        (linked_nodes if kind == "linked" else targeted_nodes)(state, pool, size, rng)
+    assert len(got) == len(set(got)) == min(size, len(pool))
+    assert set(got) <= set(pool)
+
+
+@given(n=st.integers(1, 8), seed=st.integers(0, 10**6), kind=st.sampled_from(["linked", "targeted"]))
+def test_a_split_jobs_nodes_are_freed_together(n, seed, kind):
+    ids, state = _state(2 * n, pairs=True)
+    got = (linked_nodes if kind == "linked" else targeted_nodes)(state, ids, 2, random.Random(seed))
+    assert state.partners[got[0]] == {got[1]}
+
+
+def test_targeted_starts_at_lost_worth_and_adds_idle_nodes():
+    ids, _ = _state(10, pairs=False)
+    deficit = dict.fromkeys(ids, 0.0) | {"n3": 1e6}
+    slack = dict.fromkeys(ids, 0.0) | {"n7": 1e6}
+    state = NodeState(deficit, slack, {})
+    for seed in range(20):
+        assert targeted_nodes(state, ids, 2, random.Random(seed)) == ["n3", "n7"]
+
+
+def test_node_state_reads_deficit_slack_and_partners():
+    nodes = (Node("a", "V100", 4, 16, 100), Node("b", "V100", 4, 16, 100))
+    jobs = (Job("low", 1, HUNGRY, (1, 10)), Job("split", 2, HUNGRY, (1, 10)))
+    inst = Instance("s", nodes, jobs, Round())
+    sched = Schedule("s", {"low": Assignment({"a": 1}, 2, 10),  # throughput 1.0 of a best 2.5
+                           "split": Assignment({"a": 1, "b": 1}, 4, 20)})  # at its best point
+    top = {d.job.id: max(p.throughput for p in d.points) for d in job_data(inst)}
+    state = node_state(inst, sched, top)
+    assert state.deficit == pytest.approx({"a": 1.5, "b": 0.0})
+    # a: 2 of 4 GPUs, 6 of 16 cores, 30 of 100 GB in use; b: 1, 4, 20
+    assert state.slack["a"] == pytest.approx(0.5 + 10 / 16 + 0.7)
+    assert state.slack["b"] == pytest.approx(0.75 + 12 / 16 + 0.8)
+    assert state.partners == {"a": {"b"}, "b": {"a"}}
+
+
+def _round(n_nodes: int, n_jobs: int, seed: int) -> Instance:
+    rng = random.Random(seed)
+    nodes = tuple(Node(f"n{i}", "V100" if i % 2 else "P100", 4, 12, 60) for i in range(n_nodes))
+    jobs = tuple(Job(f"j{k}", rng.choice([1, 1, 2, 4, 6]), HUNGRY, (1, 10), weight=rng.uniform(0.5, 2.0),
+                     gpu_speed={"V100": 1.0, "P100": rng.uniform(0.4, 0.9)}, spread_factor=rng.uniform(0.7, 1.0))
+                 for k in range(n_jobs))
+    return Instance(f"r{seed}", nodes, jobs, Round())
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), shares=st.sampled_from([(1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.5, 0.5)]))
+def test_lns_with_each_choice_returns_checked_schedules_no_worse_than_its_start(seed, shares):
+    inst = _round(6, 24, seed)
+    res = LargeNeighbourhoodSearch().solve(inst, time_limit=0.6, seed=seed, bound=False,
+                                           targeted=shares[0], linked=shares[1], nodes=2)
+    assert check_schedule(inst, res.schedule) == []
+    assert res.objective == pytest.approx(schedule_value(inst, res.schedule), rel=1e-9)
+    assert res.objective >= res.stats["start_objective"] - 1e-9
+    assert res.stats["steps"] >= 1
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, True, "half"])
+def test_shares_are_checked(value):
+    with pytest.raises(InputError, match="targeted"):
+        LargeNeighbourhoodSearch().solve(_round(2, 2, 0), time_limit=0.5, seed=0, targeted=value)
