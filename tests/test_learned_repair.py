@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from bruteforce import brute_force
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_learned_policy import random_round
@@ -18,10 +19,12 @@ from optsched.learned.policy import PolicyNet, collate
 from optsched.learned.repair import (
     _dual,
     improve,
+    node_knapsack,
     option_table,
     polish,
     price_repack,
     relocate,
+    repoint_nodes,
     resource_prices,
     squeeze_in,
     state_value,
@@ -215,3 +218,77 @@ def test_polish_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None:
     assert state_value(inst, f, base) >= v0 - 1e-9
     report = check_schedule(inst, _schedule(inst, f, base))
     assert report.feasible, list(report)
+
+
+def test_node_knapsack_is_exact() -> None:
+    """On 300 random small multiple-choice knapsacks it finds the enumerated optimum (and says
+    ``None`` exactly when no choice fits), and its choices are worth what it reports."""
+    import itertools
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 5))
+        vals = [rng.random(int(k)) for k in rng.integers(1, 5, n)]
+        cs = [rng.integers(0, 6, v.size) for v in vals]
+        ms = [rng.integers(0, 6, v.size) for v in vals]
+        cap_c, cap_m = int(rng.integers(0, 15)), int(rng.integers(0, 15))
+        fits = [sum(v[i] for v, i in zip(vals, ch, strict=True)) for ch in itertools.product(*(range(v.size) for v in vals))
+                if sum(c[i] for c, i in zip(cs, ch, strict=True)) <= cap_c and sum(m[i] for m, i in zip(ms, ch, strict=True)) <= cap_m]
+        res = node_knapsack(vals, cs, ms, cap_c, cap_m)
+        if not fits:
+            assert res is None
+            continue
+        assert res is not None and res[0] == pytest.approx(max(fits))
+        assert sum(v[i] for v, i in zip(vals, res[1], strict=True)) == pytest.approx(res[0])
+        assert sum(c[i] for c, i in zip(cs, res[1], strict=True)) <= cap_c and sum(m[i] for m, i in zip(ms, res[1], strict=True)) <= cap_m
+
+
+def _two_profiles() -> tuple[Profile, Profile]:
+    # 10 GB -> 1.0 for both; 40 GB -> 1.5 (a) and 3.0 (b)
+    return Profile((1,), (10, 40), ((1.0, 1.5),)), Profile((1,), (10, 40), ((1.0, 3.0),))
+
+
+def test_repoint_nodes_finds_a_mix_that_needs_a_downgrade() -> None:
+    """One 2-GPU node with 50 GB: a at 40 GB (1.5) and b at 10 GB (1.0). Only a going down lets b
+    go up (1.0 + 3.0 = 4.0); one-job-at-a-time upgrades cannot get there, repoint_nodes does."""
+    pa, pb = _two_profiles()
+    inst = Instance("rp", (Node("n", "V100", 2, 8, 50),), (Job("a", 1, pa, (1, 10)), Job("b", 1, pb, (1, 10))))
+    f = featurise(inst)
+    st_ = _State(f)
+    st_.place(0, {0: 1}, _point(f, 40), 1, 40)
+    st_.place(1, {0: 1}, _point(f, 10), 1, 10)
+    upgrade_points(inst, f, st_)
+    assert state_value(inst, f, st_) == pytest.approx(2.5)
+    assert repoint_nodes(inst, f, st_) == pytest.approx(1.5)
+    sched = _schedule(inst, f, st_)
+    report = check_schedule(inst, sched)
+    assert report.feasible and report.objective == pytest.approx(4.0)
+    assert (sched.jobs["a"].mem_per_gpu_gb, sched.jobs["b"].mem_per_gpu_gb) == (10, 40)
+
+
+def test_a_running_job_leaves_its_node_when_that_pays_and_pays_its_restart() -> None:
+    """Node A (2 GPUs, 45 GB) runs a and b at 10 GB; node B (1 GPU, 10 GB) is free; node C (no
+    GPUs, 100 GB) only makes memory look plentiful in aggregate, so the prices keep both jobs on
+    their type. Staying, b cannot go up to 40 GB (3.0) unless a leaves: a moves to B (its restart
+    costs 10 % of the round: 1.0 x 0.9) and b takes 40 GB: 3.9, the optimum (brute force),
+    against 2.0 for both staying. No single move gains on its own (a on B is worth 0.9 < 1.0, so
+    relocate() does not move it): the repack's per-node choice of who leaves does it."""
+    pa, pb = _two_profiles()
+    nodes = (Node("A", "V100", 2, 8, 45), Node("B", "V100", 1, 8, 10), Node("C", "V100", 0, 8, 100))
+    jobs = (Job("a", 1, pa, (1, 10), placement={"A": 1}, restart_s=30.0), Job("b", 1, pb, (1, 10), placement={"A": 1}, restart_s=30.0))
+    inst = Instance("ev", nodes, jobs)
+    assert inst.round.duration_s == 300
+    best, _ = brute_force(inst)
+    assert best == pytest.approx(3.9)
+    f = featurise(inst)
+    table = option_table(inst, f)
+    lam, _ = resource_prices(table)
+    st_ = price_repack(inst, f, table, lam)
+    sched = _schedule(inst, f, st_)
+    report = check_schedule(inst, sched)
+    assert report.feasible, list(report)
+    assert report.objective == pytest.approx(best)
+    assert dict(sched.jobs["a"].nodes) == {"B": 1} and dict(sched.jobs["b"].nodes) == {"A": 1}
+    assert schedule_value(inst, sched) == pytest.approx(1.0 * 0.9 + 3.0)  # the mover pays its restart
+    off = price_repack(inst, f, table, lam, evict=False)
+    assert state_value(inst, f, off) == pytest.approx(2.0)  # without the per-node choice both stay at 10 GB

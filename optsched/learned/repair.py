@@ -13,7 +13,10 @@ the GPUs idle). The repair rebuilds the round around prices:
    what it leaves there), so the prices see that a node given to a gang is a node taken from
    the small jobs, which the plain LP relaxation does not.
 2. **Selection**: jobs whose best reduced profit is positive, cut to each type's capacity.
-3. **Packing** (:func:`price_repack`): running jobs stay where they are (no restart), gangs that
+3. **Packing** (:func:`price_repack`): running jobs stay where they are (no restart), except that
+   on a node they fill, some may leave when the node's best mix with leavers (their reduced
+   profit elsewhere, restart paid, plus the priced room they free) beats its best mix with all
+   staying (:func:`node_knapsack`); leavers join the selection. Gangs that
    fill whole nodes take whole free nodes at the best point one node holds, and the other jobs
    fill the remaining nodes one node at a time, each time the job whose target cores and memory
    best match what the node has left relative to the pool's average need per GPU (so nodes end
@@ -27,7 +30,8 @@ the GPUs idle). The repair rebuilds the round around prices:
 5. Anything still waiting is placed where it fits at its leanest point.
 
 :func:`improve` runs this from a decoded state and keeps whichever of the two schedules is worth
-more, so it never lowers the objective. Every placement checks capacities: the result is
+more, so it never lowers the objective; then every node's single-node jobs get the node's best
+mix of grid points (:func:`repoint_nodes`, an exact small knapsack per node). Every placement checks capacities: the result is
 feasible by construction (tests check it with the independent checker). All steps are numpy
 over jobs, nodes and grid points, with O(jobs) Python steps: about 0.3 s for 4,000 jobs on
 1,024 nodes.
@@ -46,8 +50,8 @@ from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
 __all__ = [
-    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "option_table", "polish", "price_repack", "relocate", "resource_prices",
-    "squeeze_in", "state_value", "upgrade_points",
+    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "node_knapsack", "option_table", "polish", "price_repack", "relocate",
+    "repoint_nodes", "resource_prices", "squeeze_in", "state_value", "upgrade_points",
 ]
 
 
@@ -370,6 +374,79 @@ def _spread(feats: RoundFeatures, st: _State, j: int, allowed: np.ndarray, point
     return None
 
 
+def _evict_crowded(instance: Instance, feats: RoundFeatures, st: _State, table: OptionTable, lam: np.ndarray, red: np.ndarray,
+                   sel: np.ndarray, vb: np.ndarray, pb: np.ndarray, tb: np.ndarray, profit: np.ndarray) -> int:
+    """On nodes whose GPUs the staying running jobs fill, let some of them leave (restart paid)
+    when that is worth more at prices ``lam``: per node, the best mix of its single-node running
+    jobs with all staying (worth at their points) against the best with leavers (:func:`node_knapsack`
+    over worth less priced cores and memory for stayers, each leaver's best reduced profit elsewhere
+    for leavers, plus the priced room they free). Leavers leave the node and join the selection
+    at their best moved option (updating ``sel``, ``vb``, ``pb``, ``tb``, ``profit`` in place).
+    Returns the number of leavers."""
+    T = table.n_types
+    P = feats.point_c.shape[1]
+    share = np.array([job.restart_s / instance.round.duration_s if job.placement is not None else 0.0 for job in instance.jobs])
+    residents: dict[int, list[int]] = {}
+    for j, w in st.where.items():
+        if len(w) == 1 and instance.jobs[j].placement is not None:
+            residents.setdefault(next(iter(w)), []).append(j)
+    ok_pts = feats.point_ok & feats.point_mask
+    left = 0
+    for n, jobs in residents.items():
+        if st.free_g[n] > 0 or len(jobs) < 2:
+            continue
+        t0 = int(feats.node_type[n])
+        lg, lc, lm = lam[0, t0], lam[1, t0], lam[2, t0]
+        pts = [np.flatnonzero(ok_pts[j]) for j in jobs]
+        g = np.array([int(feats.gpus[j]) for j in jobs])
+        mult = [_multiplier(instance, feats, j, st.where[j]) for j in jobs]
+        cap_c = int(st.free_c[n]) + sum(int(feats.point_c[j, st.point[j]]) * k for j, k in zip(jobs, g, strict=True))
+        cap_m = int(st.free_m[n]) + sum(int(feats.point_m[j, st.point[j]]) * k for j, k in zip(jobs, g, strict=True))
+        vals = [feats.point_value[j, p] * mu for j, p, mu in zip(jobs, pts, mult, strict=True)]
+        cs = [feats.point_c[j, p] * k for j, p, k in zip(jobs, pts, g, strict=True)]
+        ms = [feats.point_m[j, p] * k for j, p, k in zip(jobs, pts, g, strict=True)]
+        stay = node_knapsack(vals, cs, ms, cap_c, cap_m)
+        # the moved options of each job: its own type now costs the restart too
+        moved = []
+        for j in jobs:
+            row = red[j].copy()
+            own = [t0, T + t0]
+            worth = table.value[j, own]
+            fin = np.isfinite(worth)
+            row[own] = np.where(fin, red[j, own] - np.where(fin, worth, 0.0) * share[j], -np.inf)  # worth x (1 - share) less the same charge
+            moved.append(row)
+        leave = [float(np.max(r)) for r in moved]
+        if not any(x > 0 for x in leave):
+            continue
+        rv = [v - lc * c - lm * m - lg * k for v, c, m, k in zip(vals, cs, ms, g, strict=True)]
+        opts_v = [np.r_[r, x if x > 0 else -np.inf] for r, x in zip(rv, leave, strict=True)]
+        opts_c = [np.r_[c, 0] for c in cs]
+        opts_m = [np.r_[m, 0] for m in ms]
+        res = node_knapsack(opts_v, opts_c, opts_m, cap_c, cap_m)
+        if res is None or stay is None:
+            continue
+        go = [i for i, (o, p) in enumerate(zip(res[1], pts, strict=True)) if o == p.size]
+        if not go or res[0] + lg * int(g.sum()) + lc * cap_c + lm * cap_m <= stay[0] + 1e-9:
+            continue
+        for j, k in zip(jobs, g, strict=True):
+            st.free_g[n] += k
+            st.free_c[n] += int(feats.point_c[j, st.point[j]]) * k
+            st.free_m[n] += int(feats.point_m[j, st.point[j]]) * k
+            del st.where[j]
+            del st.point[j]
+        for i, (j, p, o) in enumerate(zip(jobs, pts, res[1], strict=True)):
+            if i in go:
+                b = int(np.argmax(moved[i]))
+                vb[j], pb[j] = divmod(b, P)
+                tb[j] = vb[j] % T
+                profit[j] = moved[i].ravel()[b]
+                sel[j] = True
+                left += 1
+            else:
+                _place_on(st, feats, j, {n: int(g[i])}, int(p[o]))
+    return left
+
+
 def price_repack(
     instance: Instance,
     feats: RoundFeatures,
@@ -378,6 +455,7 @@ def price_repack(
     *,
     targets: dict[int, int] | None = None,
     fill_to: float = 0.95,
+    evict: bool = True,
 ) -> _State:
     """A new feasible state built around prices ``lam`` (steps 2-5 of the module text).
     ``targets`` (job index -> grid point index): preferred points (e.g. the policy's)."""
@@ -439,6 +517,8 @@ def price_repack(
             ):
                 _repoint(st, feats, int(j), int(p))
                 break
+    if evict:
+        _evict_crowded(instance, feats, st, table, lam, red, sel, vb, pb, tb, profit)
     placed = np.zeros(J, dtype=bool)
     placed[list(st.where)] = True
     gang_node = np.zeros(feats.n_nodes, dtype=bool)  # nodes a gang fills: no room for the pool
@@ -573,6 +653,100 @@ def _freeing_plan(feats: RoundFeatures, st: _State, n: int, need_c: int, need_m:
     return lost, plan
 
 
+#: ``_EARLIER[a, b]``: state ``b`` comes before state ``a`` (the dominance test of :func:`node_knapsack`)
+_EARLIER = np.tri(512, k=-1, dtype=bool)
+
+
+def node_knapsack(values: list[np.ndarray], cpus: list[np.ndarray], mem: list[np.ndarray], cap_c: int, cap_m: int, *,
+                  max_states: int = 4000) -> tuple[float, list[int]] | None:
+    """One option per item (item ``i``'s options: worth ``values[i]``, cores ``cpus[i]``, memory
+    ``mem[i]``) with the largest total worth whose cores and memory fit ``cap_c`` and ``cap_m``:
+    ``(worth, option index per item)``, or ``None`` when nothing fits.
+
+    A dynamic programme over the items whose states are the Pareto-optimal (cores, memory, worth)
+    totals so far (a state is dropped when another uses no more of either and is worth at least as
+    much), so it is exact; past ``max_states`` states only the most valuable are kept (then it is a
+    heuristic, still feasible). Nodes of the library rounds (8 GPUs, up to 8 jobs with 20 grid
+    points) keep a few hundred states."""
+    sc = np.zeros(1, dtype=np.int64)
+    sm = np.zeros(1, dtype=np.int64)
+    sv = np.zeros(1)
+    back: list[tuple[np.ndarray, np.ndarray]] = []
+    for v_i, c_i, m_i in zip(values, cpus, mem, strict=True):
+        k = v_i.size
+        c = (sc[:, None] + c_i).ravel()
+        m = (sm[:, None] + m_i).ravel()
+        v = (sv[:, None] + v_i).ravel()
+        idx = np.flatnonzero((c <= cap_c) & (m <= cap_m) & (v > -np.inf))
+        if idx.size == 0:
+            return None
+        idx = idx[np.argsort(-v[idx], kind="stable")]
+        c, m, v = c[idx], m[idx], v[idx]
+        if idx.size > 1:  # drop states dominated by a more valuable one (earlier in this order)
+            if idx.size <= 512:
+                dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & _EARLIER[: idx.size, : idx.size]).any(axis=1)
+            else:
+                uc = np.unique(c)
+                least_m = np.minimum.accumulate(np.where(c[:, None] <= uc[None, :], m[:, None], np.iinfo(np.int64).max), axis=0)
+                dominated = np.zeros(idx.size, dtype=bool)
+                dominated[1:] = least_m[np.arange(idx.size - 1), np.searchsorted(uc, c[1:])] <= m[1:]
+            keep = np.flatnonzero(~dominated)[:max_states]
+            idx, c, m, v = idx[keep], c[keep], m[keep], v[keep]
+        back.append((idx // k, idx % k))
+        sc, sm, sv = c, m, v
+    s = int(np.argmax(sv))
+    best = float(sv[s])
+    choice = [0] * len(back)
+    for i in range(len(back) - 1, -1, -1):
+        parent, opt = back[i]
+        choice[i] = int(opt[s])
+        s = int(parent[s])
+    return best, choice
+
+
+def repoint_nodes(instance: Instance, feats: RoundFeatures, st: _State, *, nodes: np.ndarray | None = None,
+                  deadline: float | None = None) -> float:
+    """Re-choose, node by node, the grid points of all single-node jobs on the node at once
+    (:func:`node_knapsack` over the node's cores and memory less what multi-node jobs hold there),
+    where that is worth more than their points now. Greedy upgrades, one job at a time, get stuck
+    where a node is full (e.g. eight running jobs that arrived at their demand: one job must go
+    down the grid for two others to go up); this finds the node's best mix. ``nodes``: the nodes to
+    treat (default: every node with two or more single-node jobs). Returns the worth gained."""
+    residents: dict[int, list[int]] = {}
+    for j, w in st.where.items():
+        if len(w) == 1:
+            residents.setdefault(next(iter(w)), []).append(j)
+    todo = [n for n, js in residents.items() if len(js) > 1] if nodes is None else [int(n) for n in nodes if len(residents.get(int(n), ())) > 1]
+    ok_pts = feats.point_ok & feats.point_mask
+    gained = 0.0
+    for n in todo:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        jobs = residents[n]
+        pts = [np.flatnonzero(ok_pts[j]) for j in jobs]
+        g = [int(feats.gpus[j]) for j in jobs]
+        mult = [_multiplier(instance, feats, j, st.where[j]) for j in jobs]
+        cur = sum(float(feats.point_value[j, st.point[j]]) * mu for j, mu in zip(jobs, mult, strict=True))
+        if sum(float(feats.point_value[j, p].max()) * mu for j, p, mu in zip(jobs, pts, mult, strict=True)) <= cur + 1e-9 * max(1.0, abs(cur)):
+            continue  # every job is at its best point already
+        cap_c = int(st.free_c[n]) + sum(int(feats.point_c[j, st.point[j]]) * k for j, k in zip(jobs, g, strict=True))
+        cap_m = int(st.free_m[n]) + sum(int(feats.point_m[j, st.point[j]]) * k for j, k in zip(jobs, g, strict=True))
+        res = node_knapsack([feats.point_value[j, p] * mu for j, p, mu in zip(jobs, pts, mult, strict=True)],
+                            [feats.point_c[j, p] * k for j, p, k in zip(jobs, pts, g, strict=True)],
+                            [feats.point_m[j, p] * k for j, p, k in zip(jobs, pts, g, strict=True)], cap_c, cap_m)
+        if res is None or res[0] <= cur + 1e-9 * max(1.0, abs(cur)):
+            continue
+        for j, k in zip(jobs, g, strict=True):  # free the node's single-node jobs' cores and memory, then book the new points
+            st.free_c[n] += int(feats.point_c[j, st.point[j]]) * k
+            st.free_m[n] += int(feats.point_m[j, st.point[j]]) * k
+        for j, p, i, k in zip(jobs, pts, res[1], g, strict=True):
+            st.point[j] = int(p[i])
+            st.free_c[n] -= int(feats.point_c[j, st.point[j]]) * k
+            st.free_m[n] -= int(feats.point_m[j, st.point[j]]) * k
+        gained += res[0] - cur
+    return gained
+
+
 def _top_worth(feats: RoundFeatures, jobs: np.ndarray) -> np.ndarray:
     """Each job's worth at its best allowed grid point on its fastest GPU type, on one node and not
     moved (no placement is worth more)."""
@@ -694,15 +868,20 @@ def relocate(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: 
 RELOCATE_CELLS = 16_384
 
 
-def polish(instance: Instance, feats: RoundFeatures, st: _State, *, deadline: float | None = None) -> None:
+def polish(instance: Instance, feats: RoundFeatures, st: _State, *, deadline: float | None = None, repoint: bool = True) -> None:
     """Local moves that never lower the objective: admit waiting jobs by squeezing co-located
     ones down the grid (:func:`squeeze_in`), move jobs to nodes where they are worth more
-    (:func:`relocate`, up to :data:`RELOCATE_CELLS`), then per-node upgrades and the decoder's
-    leftover pass."""
+    (:func:`relocate`, up to :data:`RELOCATE_CELLS`), then per-node upgrades, the best mix of
+    points per node (:func:`repoint_nodes`, with ``repoint``, up to :data:`RELOCATE_CELLS`; on
+    larger rounds :func:`improve` runs it once, on the state it keeps) and the decoder's leftover
+    pass."""
+    small = feats.n_nodes * feats.n_jobs <= RELOCATE_CELLS
     squeeze_in(instance, feats, st, deadline=deadline)
-    if feats.n_nodes * feats.n_jobs <= RELOCATE_CELLS:
+    if small:
         relocate(instance, feats, st)
     upgrade_points(instance, feats, st)
+    if small and repoint:
+        repoint_nodes(instance, feats, st, deadline=deadline)
     redistribute_leftover(instance, feats, st)
 
 
@@ -766,6 +945,11 @@ def improve(
             tried.append({"pack_eff": pack_eff, "fill_to": fill_to, "objective": v, "dual": dual, "s": last})
             if v > best_v + 1e-9:
                 best, best_v = st, v
+    repointed = 0.0
+    if best is not None and feats.n_nodes * feats.n_jobs > RELOCATE_CELLS:  # polish() left the per-node mixes to here
+        repointed = repoint_nodes(instance, feats, best, deadline=deadline)
+        best_v += repointed
     if stats is not None:
+        stats.update(repair_repointed=repointed)
         stats.update(repair_base_objective=base_v, repair_polished_objective=polished_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
     return best, best_v
