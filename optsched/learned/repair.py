@@ -893,7 +893,8 @@ def state_value(instance: Instance, feats: RoundFeatures, st: _State) -> float:
 #: (pack_eff, fill_to) of the repacks :func:`improve` tries, in order, while time is left. The
 #: first charges shared cores and memory 1/0.95 times (so fewer gangs take whole nodes) and fills
 #: the pool to 93 %; the second prices packing as lossless and fills to 95 %. On the two
-#: 1,024 x 4,000 library rounds: 1.9 / 4.5 % and 2.3 / 4.6 % from the LP bound.
+#: 1,024 x 4,000 library rounds (before the per-node mixes and leavers): 1.9 / 4.5 % and 2.3 / 4.6 %
+#: from the LP bound; with them the better of the two is 1.9 / 2.85 % (docs/results.md).
 CONFIGS: tuple[tuple[float, float], ...] = ((0.95, 0.93), (1.0, 0.95))
 
 
