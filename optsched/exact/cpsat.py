@@ -102,8 +102,8 @@ _LP_BOUND_S = 0.3
 #: after this many seconds (deterministic seconds with ``deterministic_time``), the configuration
 #: LP's reduced costs rule out what no schedule at least as good as the incumbent uses
 #: (optsched.exact.fixing) and CP-SAT re-solves the restricted model with the time left. Measured
-#: (formulations/integrated.md, "Configuration fixing"): 10 of the 12 small bench rounds are proven
-#: within 2 s anyway; `small/base 8x24 seed 0` was not proven in 60 s without the fixing.
+#: (formulations/integrated.md, "Configuration fixing"): 8 of the 12 small bench rounds are proven
+#: within 2 s anyway; `small/base 8x24 seed 0` is proven in ~30 s with the fixing, not in 60 s without.
 FIXING_AFTER_S = 2.0
 FIXING_AFTER_DT = 1.5
 #: the configuration LP gets at most this many seconds (and a quarter of what is left)
