@@ -99,13 +99,14 @@ _LP_BOUND_S = 0.3
 
 
 #: rounds without an lns stage (option ``config_fixing``): when CP-SAT has not proven the round
-#: after this many seconds (deterministic seconds with ``deterministic_time``), the configuration
-#: LP's reduced costs rule out what no schedule at least as good as the incumbent uses
-#: (optsched.exact.fixing) and CP-SAT re-solves the restricted model with the time left. Measured
-#: (formulations/integrated.md, "Configuration fixing"): 8 of the 12 small bench rounds are proven
-#: within 2 s anyway; `small/base 8x24 seed 0` is proven in ~30 s with the fixing, not in 60 s without.
+#: after this many seconds, the configuration LP's reduced costs rule out what no schedule at
+#: least as good as the incumbent uses (optsched.exact.fixing) and CP-SAT re-solves the restricted
+#: model with the time left. Not with ``deterministic_time``: when the stage starts and what the
+#: LP (limited by wall time) fixes would depend on the machine's load, and such runs promise the
+#: same schedule for the same seed and limit. Measured (formulations/integrated.md, "Configuration
+#: fixing"): 8 of the 12 small bench rounds are proven within 2 s anyway; `small/base 8x24 seed 0`
+#: is proven in ~30 s with the fixing, not in 60 s without.
 FIXING_AFTER_S = 2.0
-FIXING_AFTER_DT = 1.5
 #: the configuration LP gets at most this many seconds (and a quarter of what is left)
 FIXING_BOUND_S = 2.0
 
@@ -901,11 +902,9 @@ class CpSatSolver:
                 setattr(prm, name, value)
         dt_total = opts["deterministic_time"]
         fixing = bool(opts["config_fixing"]) and share == 0 and not policies and exp is None \
-            and left > 2 * FIXING_AFTER_S and (dt_total is None or dt_total > 2 * FIXING_AFTER_DT)
+            and left > 2 * FIXING_AFTER_S and dt_total is None
         if fixing:
             prm.max_time_in_seconds = FIXING_AFTER_S
-            if dt_total is not None:
-                prm.max_deterministic_time = FIXING_AFTER_DT
         code = solve_lexicographic(solver, model, stats)
         if fixing and code in (cp_model.FEASIBLE, cp_model.UNKNOWN):
             if code == cp_model.FEASIBLE:
@@ -931,8 +930,6 @@ class CpSatSolver:
                 lp_bound = fix.bound
                 keep = 0.0
             prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - keep - 0.2)
-            if dt_total is not None:
-                prm.max_deterministic_time = max(0.01, dt_total - stats["stage1_deterministic_s"])
             code = solve_lexicographic(solver, model, stats)
         if code == cp_model.INFEASIBLE and forced:
             # the round cannot hold every urgent job: solve without forcing them, report the misses
