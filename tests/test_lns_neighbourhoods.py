@@ -99,3 +99,17 @@ def test_lns_with_each_choice_returns_checked_schedules_no_worse_than_its_start(
 def test_shares_are_checked(value):
     with pytest.raises(InputError, match="targeted"):
         LargeNeighbourhoodSearch().solve(_round(2, 2, 0), time_limit=0.5, seed=0, targeted=value)
+
+
+def test_a_moved_running_job_links_its_node_to_its_home():
+    nodes = tuple(Node(n, "V100", 2, 16, 100) for n in ("home", "away", "other"))
+    jobs = (Job("mover", 1, HUNGRY, (1, 10), placement={"home": 1}, restart_s=30.0),
+            Job("stayer", 1, HUNGRY, (1, 10), placement={"other": 1}, restart_s=30.0))
+    inst = Instance("m", nodes, jobs, Round())
+    sched = Schedule("m", {"mover": Assignment({"away": 1}, 2, 10), "stayer": Assignment({"other": 1}, 4, 20)})
+    top = {d.job.id: max(p.throughput for p in d.points) for d in job_data(inst)}
+    state = node_state(inst, sched, top)
+    assert state.partners == {"home": {"away"}, "away": {"home"}}
+    for seed in range(10):
+        got = linked_nodes(state, ["home", "away", "other"], 2, random.Random(seed))
+        assert set(got) == {"home", "away"} or got[0] == "other"

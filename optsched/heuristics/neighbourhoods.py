@@ -1,10 +1,11 @@
 """Which nodes an ``lns`` step frees: at random, linked by split jobs, or aimed at lost worth.
 
 * :func:`random_nodes`: a uniform sample of the pool.
-* :func:`linked_nodes`: a random node, then the nodes its split jobs also run on (and theirs), then
-  random nodes. A job split across a freed and a kept node stays fixed in the sub-problem, so a
-  uniform sample of 2-4 nodes out of 64 rarely frees a split job: linked neighbourhoods let
-  them move, leave the round or change grid point.
+* :func:`linked_nodes`: a random node, then the nodes its split jobs also run on (and theirs) and
+  the home nodes of running jobs that moved onto it (or the nodes they moved to), then random
+  nodes. A job split across a freed and a kept node stays fixed in the sub-problem, and a moved
+  job can return home only when its home nodes are freed too, so a uniform sample of 2-4 nodes
+  out of 64 rarely allows either: linked neighbourhoods do.
 * :func:`targeted_nodes`: the first node drawn with weight the worth its jobs lose to their grid
   points (:attr:`NodeState.deficit`: how far each job's throughput is below the best its points
   offer), then its split jobs' other nodes, then nodes drawn with weight their idle GPUs, cores
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 from optsched.model import Instance
 from optsched.schedule import Schedule
+from optsched.values import is_move
 
 __all__ = ["NodeState", "linked_nodes", "node_state", "random_nodes", "targeted_nodes"]
 
@@ -36,7 +38,7 @@ class NodeState:
 
     deficit: dict[str, float]  #: sum over its jobs of (best throughput / throughput - 1) x share of the job here
     slack: dict[str, float]  #: idle share of its GPUs + of its cores + of its memory (0 to 3)
-    partners: dict[str, frozenset[str]]  #: the other nodes its split jobs run on
+    partners: dict[str, frozenset[str]]  #: the other nodes its split jobs run on, and its moved jobs' home nodes (both ways)
 
 
 def node_state(instance: Instance, schedule: Schedule, top_throughput: dict[str, float]) -> NodeState:
@@ -55,9 +57,12 @@ def node_state(instance: Instance, schedule: Schedule, top_throughput: dict[str,
             u[0] += k
             u[1] += k * a.cpus_per_gpu
             u[2] += k * a.mem_per_gpu_gb
-        if len(a.nodes) > 1:
-            for n in a.nodes:
-                partners.setdefault(n, set()).update(m for m in a.nodes if m != n)
+        linked = set(a.nodes)
+        if job.placement is not None and is_move(job, a.nodes):
+            linked.update(job.placement)  # a moved running job can go home only if both are freed
+        if len(linked) > 1:
+            for n in linked:
+                partners.setdefault(n, set()).update(m for m in linked if m != n)
     slack = {}
     for n in instance.nodes:
         u = used[n.id]
