@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fairness", default=None,
                    help="drf: dominant resource fairness across the trace's tenants in every round (round.fairness; "
                         "allocators that honour it: `optsched methods --json`)")
+    p.add_argument("--max-moves", type=int, default=None,
+                   help="Gandiva's migration budget: at most this many running jobs change nodes per round (round.max_moves; "
+                        "default: unbounded)")
     p.add_argument("--elastic-share", type=float, default=0.0,
                    help="share of jobs (drawn with --seed) that are elastic: gpus/4 .. 4 x gpus GPUs, Amdahl scaling per model (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
@@ -88,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--packing-tolerance", args.packing_tolerance, "applies only with --packing")
     if args.packing_tolerance is not None and not 0.0 <= args.packing_tolerance < 1.0:
         raise InputError("--packing-tolerance", args.packing_tolerance, "must be in [0, 1): the share of a round's worth packing may give up")
+    if args.max_moves is not None and args.max_moves < 0:
+        raise InputError("--max-moves", args.max_moves, "must be >= 0: the running jobs that may change nodes per round")
     setup = prepare(
         args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
         length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
         check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
-        elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness,
+        elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
     )
     pairs = [(pol, a) for pol in policies for a in allocators]
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
