@@ -46,7 +46,7 @@ from optsched.model import Instance
 
 __all__ = ["BACKENDS", "LP_SLACK", "RELAXATIONS", "bound_model", "choose_relaxation", "lp_bound", "lp_bound_within"]
 
-RELAXATIONS = ("auto", "full", "pooled", "type")
+RELAXATIONS = ("auto", "full", "pooled", "type", "pooled-plain", "type-plain")
 BACKENDS = ("glop", "pdlp", "cvxpy")
 #: ``auto`` relaxes the exact model up to this many (job, node, point) columns ...
 FULL_LIMIT = 60_000
@@ -120,10 +120,10 @@ def bound_model(instance: Instance, relaxation: str = "auto", data: RoundData | 
         relaxation = choose_relaxation(instance, data)
     if relaxation == "full":
         return build(instance, data).model.relaxed()
-    if relaxation == "pooled":
-        return pooled_model(data, len(data.classes))
-    if relaxation == "type":
-        return pooled_model(data, 1)
+    if relaxation in ("pooled", "pooled-plain"):
+        return pooled_model(data, len(data.classes), strengthen=relaxation == "pooled")
+    if relaxation in ("type", "type-plain"):
+        return pooled_model(data, 1, strengthen=relaxation == "type")
     raise InputError("relaxation", relaxation, f"unknown relaxation; known: {list(RELAXATIONS)}")
 
 
@@ -151,56 +151,121 @@ def node_pools(data: RoundData, per_type: int) -> list[np.ndarray]:
     return pools
 
 
-def pooled_model(data: RoundData, per_type: int) -> LinearModel:
-    """The pooled relaxation with at most ``per_type`` pools per GPU type; see the module text for why it bounds."""
+def pooled_model(data: RoundData, per_type: int, strengthen: bool = True) -> LinearModel:
+    """The pooled relaxation with at most ``per_type`` pools per GPU type; see the module text for why it bounds.
+
+    ``strengthen`` (default) adds what ``formulations/mip.md`` ("LP bounds") calls the staying and
+    whole-node variants: a running job that stays occupies exactly its placement (its own rows on
+    those nodes), and a gang that fills every node it uses takes the whole nodes' cores and memory,
+    while one that leaves a node part-used needs one node more than its least (one more spread
+    factor). ``strengthen=False`` is the plain model (relaxations ``pooled-plain``, ``type-plain``).
+    """
     cl = data.classes
-    model = LinearModel(f"pooled_{per_type}")
+    inst = data.instance
+    model = LinearModel(f"pooled_{per_type}" + ("" if strengthen else "_plain"))
     by_type = per_type == 1
     pools = node_pools(data, per_type)
     pool_type = [int(cl.type_index[p[0]]) for p in pools]
+    pool_of_class = np.zeros(len(cl), dtype=np.int64)
+    for q, members in enumerate(pools):
+        pool_of_class[members] = q
     pools_of_type: dict[int, list[int]] = defaultdict(list)
     for q, t in enumerate(pool_type):
         pools_of_type[t].append(q)
+    gmax_of_type = {t: int(cl.gpus[cl.type_index == t].max()) for t in pools_of_type}
     gpus_row: dict[int, list[tuple[int, float]]] = defaultdict(list)
     cpus_row: dict[int, list[tuple[int, float]]] = defaultdict(list)
     mem_row: dict[int, list[tuple[int, float]]] = defaultdict(list)
     points_of: dict[int, list[tuple[int, int]]] = defaultdict(list)  # per pool, (cpus, mem) of each gpus_row entry
+    stayers: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)  # node -> (column, job, gpus, point) of staying variants
 
+    def book(q: int, col: int, gpus: float, cpus: float, mem: float, c: int, m: int) -> None:
+        gpus_row[q].append((col, gpus))
+        cpus_row[q].append((col, cpus))
+        mem_row[q].append((col, mem))
+        points_of[q].append((c, m))
+
+    def split(name: str, uc: int, g: int, t: int, c: int, m: int, node_cap: np.ndarray, whole: bool) -> None:
+        """The GPUs of variant column ``uc`` over the pools of type ``t`` (``whole``: on nodes it fills)."""
+        if whole:
+            fits = (node_cap == cl.gpus) & (cl.gpus > 0)  # classes whose nodes the job can fill at this point
+            class_cap = np.where(fits, cl.gpus * cl.count, 0)
+        else:
+            fits = node_cap > 0
+            class_cap = node_cap * cl.count
+        if whole and int(class_cap[cl.type_index == t].sum()) < g:
+            model.col_ub[uc] = 0.0  # not enough nodes it can fill
+            return
+        used = []
+        for q in pools_of_type[t]:
+            members = pools[q][fits[pools[q]]]
+            cap = int(class_cap[members].sum())
+            if cap >= 1:
+                # per GPU: a filled node's cores and memory are the job's alone (every job holds a GPU on each
+                # node it uses), at least the least ratio over the pool's classes it can fill
+                per_c = float((cl.cpus[members] / cl.gpus[members]).min()) if whole else float(c)
+                per_m = float((cl.mem[members] / cl.gpus[members]).min()) if whole else float(m)
+                used.append((q, cap, per_c, per_m))
+        if by_type:  # one pool per type: its split column equals gpus * u, so it is substituted away
+            for q, _, per_c, per_m in used:
+                book(q, uc, g, per_c * g, per_m * g, c, m)
+            return
+        gang = [(uc, -float(g))]
+        for q, cap, per_c, per_m in used:
+            wc = model.add_var(f"w{name}_{q}", 0.0, float(min(g, cap)))
+            gang.append((wc, 1.0))
+            if cap < g:
+                model.le(f"wcap{name}_{q}", [(wc, 1.0), (uc, -float(cap))], 0.0)
+            book(q, wc, 1.0, per_c, per_m, c, m)
+        model.eq(f"gang{name}", gang, 0.0)
+
+    node_index = {n.id: i for i, n in enumerate(inst.nodes)}
     for jd in data.jobs:
         if not jd.options:
             continue
-        j, g = jd.index, jd.gpus
-        ucols = {}
+        j, g, job = jd.index, jd.gpus, jd.job
+        spread = job.spread_factor
+        cols = []
         caps_by_point: dict[int, np.ndarray] = {}
-        for (t, p), (_, best, _) in sorted(jd.options.items()):
-            ucols[(t, p)] = uc = model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=best)
+        for (t, p), (base, best, kmin) in sorted(jd.options.items()):
             c, m, _ = jd.points[p]
             if p not in caps_by_point:
-                caps_by_point[p] = cl.cap(c, m, g) * cl.count
-            class_cap = caps_by_point[p]
-            if by_type:  # one pool: its split column equals gpus * u, so it is substituted away
-                q = pools_of_type[t][0]
-                gpus_row[q].append((uc, g))
-                points_of[q].append((c, m))
-                cpus_row[q].append((uc, c * g))
-                mem_row[q].append((uc, m * g))
+                caps_by_point[p] = cl.cap(c, m, g)
+            node_cap = caps_by_point[p]
+            if not strengthen:
+                cols.append(uc := model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=best))
+                split(f"_{j}_{t}_{p}", uc, g, t, c, m, node_cap, whole=False)
                 continue
-            gang = [(uc, -float(g))]
-            for q in pools_of_type[t]:
-                cap = int(class_cap[pools[q]].sum())
-                if cap < 1:
-                    continue
-                wc = model.add_var(f"w_{j}_{q}_{p}", 0.0, float(min(g, cap)))
-                gang.append((wc, 1.0))
-                if cap < g:
-                    model.le(f"wcap_{j}_{q}_{p}", [(wc, 1.0), (uc, -float(cap))], 0.0)
-                gpus_row[q].append((wc, 1.0))
-                points_of[q].append((c, m))
-                cpus_row[q].append((wc, c))
-                mem_row[q].append((wc, m))
-            model.eq(f"gang_{j}_{t}_{p}", gang, 0.0)
-        model.le(f"one_{j}", [(uc, 1.0) for uc in ucols.values()], 1.0)
+            if t == jd.stay_type and p in jd.stay_points:  # staying: exactly the placement's GPUs on its nodes
+                cols.append(us := model.add_var(f"s_{j}_{p}", 0.0, 1.0, obj=base * spread ** (len(job.placement) - 1)))
+                per_pool: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+                for nid, k in job.placement.items():
+                    n = node_index[nid]
+                    node = inst.nodes[n]
+                    whole = k == node.gpus
+                    acc = per_pool[int(pool_of_class[cl.node_class[n]])]
+                    acc[0] += k
+                    acc[1] += node.cpus if whole else c * k
+                    acc[2] += node.mem_gb if whole else m * k
+                    stayers[n].append((us, j, k, p))
+                for q, (gq, cq, mq) in per_pool.items():
+                    book(q, us, gq, cq, mq, c, m)
+            if not jd.can_move:
+                continue
+            factor = spread ** (kmin - 1) * (1.0 - jd.restart_share)
+            gmax = gmax_of_type[t]
+            if g % gmax == 0 and kmin == g // gmax:
+                # on kmin nodes every node is full (kmin * gmax GPUs); leaving one part-used takes kmin + 1 nodes
+                cols.append(uf := model.add_var(f"f_{j}_{t}_{p}", 0.0, 1.0, obj=base * factor))
+                split(f"f_{j}_{t}_{p}", uf, g, t, c, m, node_cap, whole=True)
+                cols.append(up := model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=base * factor * spread))
+                split(f"_{j}_{t}_{p}", up, g, t, c, m, node_cap, whole=False)
+            else:
+                cols.append(uc := model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=base * factor))
+                split(f"_{j}_{t}_{p}", uc, g, t, c, m, node_cap, whole=False)
+        model.le(f"one_{j}", [(uc, 1.0) for uc in cols], 1.0)
 
+    add_stay_rows(model, data, stayers)
     for q, members in enumerate(pools):
         if q not in gpus_row:
             continue
@@ -209,6 +274,29 @@ def pooled_model(data: RoundData, per_type: int) -> LinearModel:
         model.le(f"mem_{q}", mem_row[q], float((cl.mem[members] * cl.count[members]).sum()))
         add_threshold_rows(model, q, members, cl, gpus_row[q], points_of[q])
     return model
+
+
+def add_stay_rows(model: LinearModel, data: RoundData, stayers: dict[int, list[tuple[int, int, int, int]]]) -> None:
+    """Per node holding running jobs: the GPUs, cores and memory of the jobs that stay on it fit the node.
+
+    Valid: in any schedule the jobs that keep their placement hold exactly those GPUs at their
+    point on this node, and every other job only adds to the node's sums. A row is added only when
+    it can cut (the stayers' largest use, one point per job, exceeds the node).
+    """
+    inst = data.instance
+    for n, entries in stayers.items():
+        node = inst.nodes[n]
+        rows = ([], [], [])
+        most: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for col, j, k, p in entries:
+            c, m, _ = data.jobs[j].points[p]
+            use = (k, c * k, m * k)
+            for r, v in enumerate(use):
+                rows[r].append((col, float(v)))
+                most[j][r] = max(most[j][r], v)
+        for r, (name, cap) in enumerate((("sg", node.gpus), ("sc", node.cpus), ("sm", node.mem_gb))):
+            if sum(v[r] for v in most.values()) > cap:
+                model.le(f"{name}_{n}", rows[r], float(cap))
 
 
 def add_threshold_rows(model: LinearModel, q: int, members: np.ndarray, cl, gpus_row: list[tuple[int, float]], points: list[tuple[int, int]]) -> None:
