@@ -1,11 +1,12 @@
 """LP upper bounds on a round's optimum: the relaxation of the exact description, or a pooled one for big rounds.
 
-:func:`lp_bound` solves one of three relaxations, each a valid upper bound on the optimum:
+:func:`lp_bound` solves one of these relaxations, each a valid upper bound on the optimum
+(the math and the validity argument: ``formulations/mip.md``, "LP bounds"):
 
 ``full``
     The LP relaxation of the exact MIP (:func:`optsched.mip.description.build`, integrality dropped):
     every feasible schedule is an integer point of it, so its LP optimum bounds the MIP optimum.
-``pooled``
+``pooled-plain``
     The nodes of each GPU type are partitioned into *pools* (identical nodes always share one;
     :func:`node_pools`); the variables are ``u[j,t,p]`` in [0, 1] and ``w[j,P,p] >= 0`` (GPUs of
     job j in pool P at point p), with ``sum_P w[j,P,p] = gpus_j u[j,t,p]``,
@@ -14,14 +15,22 @@
     this LP (every row is a sum of rows that schedule satisfies) with objective
     ``sum best[j,t,p] u[j,t,p]`` >= its worth (``best`` bounds the worth of every way to run at
     (t, p): :class:`optsched.mip.data.JobData`). Hence LP optimum >= MIP optimum, for any partition.
-    ``pooled`` uses one pool per node class; :func:`node_pools` can also merge alike classes.
-    Pooled models also get the threshold rows of :func:`add_threshold_rows`.
-``type``
+    One pool per node class; :func:`node_pools` can also merge alike classes. Pooled models also
+    get the threshold rows of :func:`add_threshold_rows`.
+``pooled``
+    The same, with each job's ``u`` split by how it runs (:func:`pooled_model`): a running job
+    *staying* on its placement (its exact GPUs on its own nodes, rows per node for the stayers:
+    :func:`add_stay_rows`; no restart paid) or moved (restart paid); a gang of ``kmin * G`` GPUs on
+    nodes of ``G`` GPUs either fills every node it uses (*whole*: it takes those nodes' cores and
+    memory, no other job can be there) or leaves one part-used (then it spans ``kmin + 1`` nodes
+    and pays one more spread factor). Never above ``pooled-plain``.
+``type``, ``type-plain``
     The same with one pool per GPU type, which leaves only ``u`` and three knapsack rows per type
     (the rows of :func:`optsched.mip.description.add_type_capacity_cuts`) plus threshold rows: smallest, weakest.
 
-``auto`` takes ``full`` while the exact model stays small (at most :data:`FULL_LIMIT` GPU-split
-columns), else ``pooled`` while it stays within :data:`POOLED_LIMIT` split columns, else ``type``.
+``auto`` takes the smaller of ``full`` and ``pooled`` while the exact model stays small (at most
+:data:`FULL_LIMIT` GPU-split columns; the strengthened pooled LP is below ``full`` on most library
+rounds), else ``pooled`` while it stays within :data:`POOLED_LIMIT` split columns, else ``type``.
 (Measured: merging classes into a few pools per type cost seconds and gained nothing on generator
 rounds; only the per-class model tightened, by ~1 %, at minutes of GLOP time on 72 classes.)
 
@@ -73,7 +82,19 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
 
         instance = expand(instance).instance
     data = RoundData(instance)
-    model = bound_model(instance, relaxation, data)
+    if relaxation == "auto":
+        relaxation = choose_relaxation(instance, data)
+        if relaxation == "full":  # each bounds the optimum, so their minimum does; the pooled LP is the cheap one
+            start = time.perf_counter()
+            pooled = _solve_bound(bound_model(instance, "pooled", data), backend, time_limit, instance.name)
+            if time_limit is not None:
+                time_limit = max(0.01, time_limit - (time.perf_counter() - start))
+            return min(pooled, _solve_bound(bound_model(instance, "full", data), backend, time_limit, instance.name))
+    return _solve_bound(bound_model(instance, relaxation, data), backend, time_limit, instance.name)
+
+
+def _solve_bound(model: LinearModel, backend: str, time_limit: float | None, name: str) -> float:
+    """The optimum of one bound LP (0 for an empty one)."""
     if model.num_vars == 0:
         return 0.0
     if backend == "cvxpy":
@@ -81,7 +102,7 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
     else:
         status, value = solve_lp_sparse(model, backend, time_limit)
     if value is None or status not in ("optimal", "optimal_inaccurate"):
-        raise RuntimeError(f"lp_bound: {backend} ended with status {status!r} on {instance.name} (the LP is feasible and bounded)")
+        raise RuntimeError(f"lp_bound: {backend} ended with status {status!r} on {name} (the LP is feasible and bounded)")
     return max(0.0, float(value))
 
 
