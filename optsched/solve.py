@@ -53,7 +53,7 @@ def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
     With the learned policy available (torch and the shipped weights), rounds without contract-v2
     policy families and a time limit of at least ``AUTO_LEARNED_MIN_S``: CP-SAT warm-started from
     the policy above ``AUTO_HINT_CELLS`` cells, and above ``AUTO_EXACT_CELLS`` the policy itself
-    (``maifs`` with its price-guided repair: on 1,024 x 4,000 rounds 1.9-2.9 % from the LP bound in
+    (``maifs`` with its price-guided repair: on 1,024 x 4,000 rounds 1.6-2.0 % from the LP bound in
     1.2-2.0 s, where cpsat ends 18-19 % away after 10 s; lns seeded with its schedule found
     nothing better).
     The choice depends only on the round and the time limit.

@@ -894,7 +894,8 @@ def state_value(instance: Instance, feats: RoundFeatures, st: _State) -> float:
 #: first charges shared cores and memory 1/0.95 times (so fewer gangs take whole nodes) and fills
 #: the pool to 93 %; the second prices packing as lossless and fills to 95 %. On the two
 #: 1,024 x 4,000 library rounds (before the per-node mixes and leavers): 1.9 / 4.5 % and 2.3 / 4.6 %
-#: from the LP bound; with them the better of the two is 1.9 / 2.85 % (docs/results.md).
+#: from the plain pooled LP bound; with them the better of the two is 1.9 / 2.85 % from it, and
+#: 1.6 / 2.0 % from the strengthened pooled LP (staying and whole-node variants; docs/results.md).
 CONFIGS: tuple[tuple[float, float], ...] = ((0.95, 0.93), (1.0, 0.95))
 
 
