@@ -292,3 +292,36 @@ def test_a_running_job_leaves_its_node_when_that_pays_and_pays_its_restart() -> 
     assert schedule_value(inst, sched) == pytest.approx(1.0 * 0.9 + 3.0)  # the mover pays its restart
     off = price_repack(inst, f, table, lam, evict=False)
     assert state_value(inst, f, off) == pytest.approx(2.0)  # without the per-node choice both stay at 10 GB
+
+
+def test_evict_solves_the_all_staying_mix_only_where_someone_would_leave(monkeypatch) -> None:
+    """Node A (2 GPUs, 80 GB) runs a and b at 10 GB, and both fit at 40 GB (3.0, the optimum by
+    brute force): nobody should leave. ``_evict_crowded`` then solves no knapsack without the
+    leave option (the all-staying mix is only needed to judge a leaver; the final per-node pass
+    finds it), and the repack still reaches the optimum."""
+    import sys
+
+    import optsched.learned.repair as repair
+
+    pa, pb = _two_profiles()
+    nodes = (Node("A", "V100", 2, 8, 80), Node("B", "V100", 1, 8, 10), Node("C", "V100", 0, 8, 100))
+    jobs = (Job("a", 1, pb, (1, 10), placement={"A": 1}, restart_s=30.0), Job("b", 1, pb, (1, 10), placement={"A": 1}, restart_s=30.0))
+    inst = Instance("stay", nodes, jobs)
+    best, _ = brute_force(inst)
+    assert best == pytest.approx(6.0)
+    f = featurise(inst)
+    table = option_table(inst, f)
+    lam, _ = resource_prices(table)
+    sizes: list[list[int]] = []
+    real = repair.node_knapsack
+
+    def counted(values, *args, **kwargs):
+        if sys._getframe(1).f_code.co_name == "_evict_crowded":
+            sizes.append([v.size for v in values])
+        return real(values, *args, **kwargs)
+
+    monkeypatch.setattr(repair, "node_knapsack", counted)
+    st_ = price_repack(inst, f, table, lam)
+    assert sizes and all(s == [3, 3] for s in sizes), sizes  # two grid points + leave, never the bare two
+    assert state_value(inst, f, st_) == pytest.approx(best)
+    assert {j: dict(w) for j, w in st_.where.items()} == {0: {0: 1}, 1: {0: 1}}

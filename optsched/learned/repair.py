@@ -405,17 +405,13 @@ def _evict_crowded(instance: Instance, feats: RoundFeatures, st: _State, table: 
         vals = [feats.point_value[j, p] * mu for j, p, mu in zip(jobs, pts, mult, strict=True)]
         cs = [feats.point_c[j, p] * k for j, p, k in zip(jobs, pts, g, strict=True)]
         ms = [feats.point_m[j, p] * k for j, p, k in zip(jobs, pts, g, strict=True)]
-        stay = node_knapsack(vals, cs, ms, cap_c, cap_m)
         # the moved options of each job: its own type now costs the restart too
-        moved = []
-        for j in jobs:
-            row = red[j].copy()
-            own = [t0, T + t0]
-            worth = table.value[j, own]
-            fin = np.isfinite(worth)
-            row[own] = np.where(fin, red[j, own] - np.where(fin, worth, 0.0) * share[j], -np.inf)  # worth x (1 - share) less the same charge
-            moved.append(row)
-        leave = [float(np.max(r)) for r in moved]
+        own = [t0, T + t0]
+        moved = red[jobs]  # (jobs, virtual types, points): a copy
+        worth = table.value[jobs][:, own]
+        fin = np.isfinite(worth)
+        moved[:, own] = np.where(fin, moved[:, own] - np.where(fin, worth, 0.0) * share[jobs][:, None, None], -np.inf)  # worth x (1 - share) less the same charge
+        leave = [float(x) for x in moved.reshape(len(jobs), -1).max(axis=1)]
         if not any(x > 0 for x in leave):
             continue
         rv = [v - lc * c - lm * m - lg * k for v, c, m, k in zip(vals, cs, ms, g, strict=True)]
@@ -423,10 +419,13 @@ def _evict_crowded(instance: Instance, feats: RoundFeatures, st: _State, table: 
         opts_c = [np.r_[c, 0] for c in cs]
         opts_m = [np.r_[m, 0] for m in ms]
         res = node_knapsack(opts_v, opts_c, opts_m, cap_c, cap_m)
-        if res is None or stay is None:
+        if res is None:
             continue
         go = [i for i, (o, p) in enumerate(zip(res[1], pts, strict=True)) if o == p.size]
-        if not go or res[0] + lg * int(g.sum()) + lc * cap_c + lm * cap_m <= stay[0] + 1e-9:
+        if not go:  # nobody leaves: the all-staying mix is not needed (the final repoint_nodes finds it)
+            continue
+        stay = node_knapsack(vals, cs, ms, cap_c, cap_m)
+        if stay is None or res[0] + lg * int(g.sum()) + lc * cap_c + lm * cap_m <= stay[0] + 1e-9:
             continue
         for j, k in zip(jobs, g, strict=True):
             st.free_g[n] += k
