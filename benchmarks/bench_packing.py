@@ -1,15 +1,20 @@
-"""Gandiva-style consolidation over a trace: does keeping whole nodes idle help the large gangs?
-On bench_policies.py's Philly window, with fungible (cpsat, fungible-greedy) and fixed-demand
+"""Gandiva-style consolidation and migration budgets over a trace: does keeping whole nodes idle
+help the large gangs, and what does bounding the moves per round cost and save? On
+bench_policies.py's Philly window, with fungible (cpsat, fungible-greedy) and fixed-demand
 allocation (docs/results.md, "Scheduling policies from the literature").
 
     python benchmarks/bench_packing.py run --out benchmarks/results/packing.csv
     python benchmarks/bench_packing.py run --seed 1 --out benchmarks/results/packing_s1.csv   # another model draw
     python benchmarks/bench_packing.py table benchmarks/results/packing.csv benchmarks/results/packing_s1.csv
+    python benchmarks/bench_packing.py run --variants plain moves4 moves1 moves0 --time-limit 5 --deterministic-time 1 \
+        --out benchmarks/results/moves.csv                                                     # bounded moves
 
 Variants per allocator (queue policy LAS unless ``--policy``): ``plain`` (no packing),
 ``pack`` (``round.packing = "consolidate"``, tolerance 0: only among the worth-optimal schedules
 for cpsat, worth-preserving moves for the heuristics) and ``pack5`` (tolerance 0.05: up to 5 %
-of a round's worth may be given up for idle nodes).
+of a round's worth may be given up for idle nodes); ``movesK`` (``round.max_moves = K``: at most K
+running jobs change their node -> GPU map per round, Gandiva's migration budget; preempting a
+running job is not a move) and ``pack5-movesK`` (both).
 
 Per run: average and p99 JCT and makespan over all jobs; for the *large* jobs (gangs of at least
 ``LARGE`` GPUs, a whole Philly node or more) their average queueing delay (first start minus
@@ -37,8 +42,10 @@ from bench_policies import LOAD, run_resumable, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
-#: variant -> packing tolerance (None: no packing)
-VARIANTS: dict[str, float | None] = {"plain": None, "pack": 0.0, "pack5": 0.05}
+#: variant -> (packing tolerance, max_moves); None: no packing / unbounded moves
+VARIANTS: dict[str, tuple[float | None, int | None]] = {
+    "plain": (None, None), "pack": (0.0, None), "pack5": (0.05, None),
+    "moves4": (None, 4), "moves1": (None, 1), "moves0": (None, 0), "pack5-moves4": (0.05, 4), "pack5-moves1": (0.05, 1)}
 POLICY = "las"
 LARGE = 8
 FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "large_jobs", "avg_jct_h", "p99_jct_h", "makespan_h",
@@ -84,16 +91,19 @@ def free_metrics(res: Any, rec: FreeRecorder) -> dict[str, float]:
     return {"whole_free_gpus": whole / tot if tot else 0.0, "fragmentation": frag / tot if tot else 0.0}
 
 
-def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
+def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY,
+            deterministic_time: float | None = None) -> dict[str, Any]:
     from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
     from optsched.sim.policies import get_policy
 
     setup = setup_window(workload, LOAD, seed)
-    opts = {"num_workers": 1} if allocator == "cpsat" else {}
+    opts: dict[str, Any] = {"num_workers": 1} if allocator == "cpsat" else {}
+    if allocator == "cpsat" and deterministic_time is not None:
+        opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
     rec = FreeRecorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts))
-    tol = VARIANTS[variant]
+    tol, max_moves = VARIANTS[variant]
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False,
-                    packing=None if tol is None else "consolidate", packing_tolerance=tol or None)
+                    packing=None if tol is None else "consolidate", packing_tolerance=tol or None, max_moves=max_moves)
     t0 = time.perf_counter()
     res = simulate(setup.workload, setup.nodes, get_policy(policy), rec, cfg)
     wall = time.perf_counter() - t0
@@ -122,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise SystemExit(f"unknown variant {v!r}; known: {list(VARIANTS)}")
     grid = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators]
     run_resumable(Path(args.out), FIELDS, ("workload", "variant", "allocator"), grid,
-                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy),
+                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy, args.deterministic_time),
                   lambda row: (f"avg JCT {row['avg_jct_h']:.2f} h, large queue {row['large_queue_h']:.2f} h, "
                                f"whole free {row['whole_free_gpus']:.1f}"),
                   "packing runs")
@@ -159,11 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("--out", default="benchmarks/results/packing.csv")
     r.add_argument("--workloads", nargs="+", default=["philly"])
-    r.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    r.add_argument("--variants", nargs="+", default=["plain", "pack", "pack5"], help=f"of {list(VARIANTS)} (default: the packing ones)")
     r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--time-limit", type=float, default=1.0)
     r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
+    r.add_argument("--deterministic-time", type=float, default=None, help="cpsat's deterministic-time budget per round")
     r.set_defaults(fn=cmd_run)
     t = sub.add_parser("table")
     t.add_argument("csv", nargs="+", help="one results file per seed")
