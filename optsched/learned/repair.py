@@ -415,9 +415,9 @@ def _evict_crowded(instance: Instance, feats: RoundFeatures, st: _State, table: 
         if not any(x > 0 for x in leave):
             continue
         rv = [v - lc * c - lm * m - lg * k for v, c, m, k in zip(vals, cs, ms, g, strict=True)]
-        opts_v = [np.r_[r, x if x > 0 else -np.inf] for r, x in zip(rv, leave, strict=True)]
-        opts_c = [np.r_[c, 0] for c in cs]
-        opts_m = [np.r_[m, 0] for m in ms]
+        opts_v = [np.append(r, x if x > 0 else -np.inf) for r, x in zip(rv, leave, strict=True)]
+        opts_c = [np.append(c, 0) for c in cs]
+        opts_m = [np.append(m, 0) for m in ms]
         res = node_knapsack(opts_v, opts_c, opts_m, cap_c, cap_m)
         if res is None:
             continue
