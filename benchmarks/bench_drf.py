@@ -4,6 +4,7 @@ Alibaba windows, with integrated-fungible and fixed-demand allocation (docs/resu
 
     python benchmarks/bench_drf.py run --out benchmarks/results/drf.csv
     python benchmarks/bench_drf.py table benchmarks/results/drf.csv
+    python benchmarks/bench_drf.py rounds --out benchmarks/results/drf-rounds.csv   # single large rounds
 
 Variants (queue policy LAS): ``plain`` (no round policy) and ``drf`` (``SimConfig.fairness =
 "drf"``: every round maximises the smallest dominant share across the trace's tenants, then worth;
@@ -112,6 +113,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+ROUNDS = ("large/l-256n-1000j-01.json.gz", "large/l-1024n-4000j-het-run-01.json.gz")
+ROUND_FIELDS = ("instance", "tenants", "method", "fairness", "time_limit", "wall_s", "min_dshare", "level_bound", "worth", "picked", "loadavg")
+
+
+def tenant_round(path: str, tenants: int, seed: int, fairness: str | None) -> Any:
+    """A library round whose jobs get one of ``tenants`` tenants, tenant ``t`` drawn with weight
+    ``1 / (t + 1)`` (skewed, as trace tenants are), and ``round.fairness``."""
+    import random
+    from dataclasses import replace
+
+    from optsched.io import load_instance
+    from optsched.model import Round
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / path)
+    rng = random.Random(seed)
+    w = [1 / (t + 1) for t in range(tenants)]
+    jobs = tuple(replace(j, tenant=f"t{rng.choices(range(tenants), w)[0]}") for j in inst.jobs)
+    return replace(inst, jobs=jobs, round=Round(duration_s=inst.round.duration_s, fair=inst.round.fair, fairness=fairness))
+
+
+def cmd_rounds(args: argparse.Namespace) -> int:
+    """Single large rounds with and without DRF: each heuristic's smallest dominant share (measured
+    against the DRF round either way), worth and time; ``level_bound`` is the smallest over tenants
+    of the dominant share of *all* its jobs, which no schedule can exceed."""
+    from optsched.round_policies import dominant_shares, drf_level, drf_scale, drf_tenants
+    from optsched.solve import solve_round
+
+    grid = [(p, m, f) for p in ROUNDS for m in args.methods for f in ("none", "drf")]
+
+    def one(path: str, method: str, fair: str) -> dict[str, Any]:
+        drf = tenant_round(path, args.tenants, args.seed, "drf")
+        inst = drf if fair == "drf" else tenant_round(path, args.tenants, args.seed, None)
+        opts = {"num_workers": 1} if method == "cpsat" else {}
+        t0 = time.perf_counter()
+        res = solve_round(inst, solver=method, time_limit=args.time_limit, seed=args.seed, **opts)
+        wall = time.perf_counter() - t0
+        everything = dominant_shares(drf, [j.id for j in drf.jobs])
+        return {"instance": Path(path).name, "tenants": args.tenants, "method": method, "fairness": fair, "time_limit": args.time_limit,
+                "wall_s": wall, "min_dshare": drf_level(drf, res.schedule.jobs) / drf_scale(drf),
+                "level_bound": min(everything[t] for t in drf_tenants(drf)), "worth": res.objective,
+                "picked": res.stats.get("picked", ""), "loadavg": os.getloadavg()[0]}
+
+    run_resumable(Path(args.out), list(ROUND_FIELDS), ("instance", "method", "fairness"),
+                  [(Path(p).name, m, f) for p, m, f in grid], lambda name, m, f: one(next(p for p in ROUNDS if p.endswith(name)), m, f),
+                  lambda row: f"min dominant share {row['min_dshare']:.4f}, worth {row['worth']:.1f}, {row['wall_s']:.1f} s", "drf rounds")
+    return 0
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     with open(args.csv) as fh:
         rows = list(csv.DictReader(fh))
@@ -140,6 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--time-limit", type=float, default=1.0)
     r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
     r.set_defaults(fn=cmd_run)
+    d = sub.add_parser("rounds")
+    d.add_argument("--out", default="benchmarks/results/drf-rounds.csv")
+    d.add_argument("--methods", nargs="+", default=["fixed-demand", "fungible-greedy", "lns"])
+    d.add_argument("--tenants", type=int, default=8)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--time-limit", type=float, default=10.0)
+    d.set_defaults(fn=cmd_rounds)
     t = sub.add_parser("table")
     t.add_argument("csv")
     t.set_defaults(fn=cmd_table)
