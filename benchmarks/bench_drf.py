@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, fairness, isolated_s, run_resumable, summary_columns  # noqa: E402
+from bench_policies import LOAD, fairness, isolated_s, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_round_policies import Recorder, jain_index, solved_rounds  # noqa: E402
 from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
@@ -177,18 +177,8 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", default="benchmarks/results/drf.csv")
-    r.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
-    r.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--time-limit", type=float, default=1.0)
-    r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
-    r.set_defaults(fn=cmd_run)
+def _rounds_parser(sub: Any) -> None:
+    """The ``rounds`` sub-command (single large rounds, :func:`cmd_rounds`)."""
     d = sub.add_parser("rounds")
     d.add_argument("--out", default="benchmarks/results/drf-rounds.csv")
     d.add_argument("--methods", nargs="+", default=["fixed-demand", "fungible-greedy", "lns"])
@@ -196,9 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--time-limit", type=float, default=10.0)
     d.set_defaults(fn=cmd_rounds)
-    t = sub.add_parser("table")
-    t.add_argument("csv")
-    t.set_defaults(fn=cmd_table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/drf.csv", workloads=WORKLOADS, axis=("--variants", VARIANTS, None),
+                                allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, run=cmd_run, table=cmd_table, extra=_rounds_parser)
     args = ap.parse_args(argv)
     return args.fn(args)
 

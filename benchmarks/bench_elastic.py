@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, run_resumable, summary_columns  # noqa: E402
+from bench_policies import LOAD, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
 ALLOCATORS = ("fixed-demand", "fungible-greedy", "cpsat")
@@ -102,20 +102,9 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", default="benchmarks/results/elastic.csv")
-    r.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
-    r.add_argument("--shares", nargs="+", default=list(SHARES), help="elastic shares, e.g. 0 0.5 1")
-    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--time-limit", type=float, default=5.0)
-    r.add_argument("--deterministic-time", type=float, default=None, help="cpsat's deterministic-time budget per round")
-    r.set_defaults(fn=cmd_run)
-    t = sub.add_parser("table")
-    t.add_argument("csv")
-    t.set_defaults(fn=cmd_table)
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/elastic.csv", workloads=WORKLOADS,
+                                axis=("--shares", SHARES, "elastic shares, e.g. 0 0.5 1"), allocators=ALLOCATORS, time_limit=5.0,
+                                deterministic_time=True, run=cmd_run, table=cmd_table)
     args = ap.parse_args(argv)
     return args.fn(args)
 

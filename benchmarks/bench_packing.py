@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, run_resumable, summary_columns  # noqa: E402
+from bench_policies import LOAD, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
@@ -164,21 +164,10 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", default="benchmarks/results/packing.csv")
-    r.add_argument("--workloads", nargs="+", default=["philly"])
-    r.add_argument("--variants", nargs="+", default=["plain", "pack", "pack5"], help=f"of {list(VARIANTS)} (default: the packing ones)")
-    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--time-limit", type=float, default=1.0)
-    r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
-    r.add_argument("--deterministic-time", type=float, default=None, help="cpsat's deterministic-time budget per round")
-    r.set_defaults(fn=cmd_run)
-    t = sub.add_parser("table")
-    t.add_argument("csv", nargs="+", help="one results file per seed")
-    t.set_defaults(fn=cmd_table)
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/packing.csv", workloads=["philly"],
+                                axis=("--variants", ["plain", "pack", "pack5"], f"of {list(VARIANTS)} (default: the packing ones)"),
+                                allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, deterministic_time=True, run=cmd_run, table=cmd_table,
+                                table_nargs="+", table_help="one results file per seed")
     args = ap.parse_args(argv)
     return args.fn(args)
 

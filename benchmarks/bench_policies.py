@@ -19,6 +19,7 @@ import csv
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,41 @@ def run_resumable(out: Path, fields: list[str], key: tuple[str, ...], grid: list
             tqdm.write(f"{' '.join(cell)}: {describe(row)} ({time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})")
 
 
+def run_table_parser(doc: str, out: str, *, workloads: Sequence[str], axis: tuple[str, Sequence[str], str | None],
+                     allocators: Sequence[str], time_limit: float, run: Callable[[argparse.Namespace], int],
+                     table: Callable[[argparse.Namespace], int], policy: str | None = None, deterministic_time: bool = False,
+                     table_nargs: str | None = None, table_help: str | None = None,
+                     extra: Callable[[Any], None] | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser,
+                                                                            argparse.ArgumentParser]:
+    """The simulation benches' shared command line: a ``run`` sub-command (``--out``, ``--workloads``,
+    the script's own grid axis ``axis = (flag, default, help)``, ``--allocators``, ``--seed``,
+    ``--time-limit``, then ``--policy`` when ``policy`` is given and ``--deterministic-time`` when
+    asked) dispatching to ``run``, and a ``table CSV`` sub-command dispatching to ``table``;
+    ``extra(subparsers)`` may add sub-commands between the two. The description is ``doc``'s first
+    paragraph. Returns ``(parser, run parser, table parser)``; ``args.fn(args)`` runs the command."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", default=out)
+    r.add_argument("--workloads", nargs="+", default=list(workloads))
+    flag, default, help_ = axis
+    r.add_argument(flag, nargs="+", default=list(default), help=help_)
+    r.add_argument("--allocators", nargs="+", default=list(allocators))
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--time-limit", type=float, default=time_limit)
+    if policy is not None:
+        r.add_argument("--policy", default=policy, help=f"queue policy of every run (default {policy})")
+    if deterministic_time:
+        r.add_argument("--deterministic-time", type=float, default=None, help="cpsat's deterministic-time budget per round")
+    r.set_defaults(fn=run)
+    if extra is not None:
+        extra(sub)
+    t = sub.add_parser("table")
+    t.add_argument("csv", nargs=table_nargs, help=table_help)
+    t.set_defaults(fn=table)
+    return ap, r, t
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     grid = [(w, p, a) for w in args.workloads for p in args.policies for a in args.allocators]
     run_resumable(Path(args.out), FIELDS, ("workload", "policy", "allocator"), grid,
@@ -124,19 +160,8 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", default="benchmarks/results/policies.csv")
-    r.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
-    r.add_argument("--policies", nargs="+", default=list(POLICIES))
-    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--time-limit", type=float, default=5.0)
-    r.set_defaults(fn=cmd_run)
-    t = sub.add_parser("table")
-    t.add_argument("csv")
-    t.set_defaults(fn=cmd_table)
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/policies.csv", workloads=WORKLOADS, axis=("--policies", POLICIES, None),
+                                allocators=ALLOCATORS, time_limit=5.0, run=cmd_run, table=cmd_table)
     args = ap.parse_args(argv)
     return args.fn(args)
 

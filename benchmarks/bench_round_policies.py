@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, fairness, isolated_s, run_resumable, summary_columns  # noqa: E402
+from bench_policies import LOAD, fairness, isolated_s, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
@@ -204,20 +204,8 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", default="benchmarks/results/round_policies.csv")
-    r.add_argument("--workloads", nargs="+", default=["philly"])
-    r.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    r.add_argument("--allocators", nargs="+", default=list(ALLOCATORS))
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--time-limit", type=float, default=1.0)
-    r.add_argument("--policy", default=POLICY, help="queue policy of every run (default las)")
-    r.set_defaults(fn=cmd_run)
-    t = sub.add_parser("table")
-    t.add_argument("csv")
-    t.set_defaults(fn=cmd_table)
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/round_policies.csv", workloads=["philly"], axis=("--variants", VARIANTS, None),
+                                allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, run=cmd_run, table=cmd_table)
     args = ap.parse_args(argv)
     return args.fn(args)
 
