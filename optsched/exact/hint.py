@@ -7,23 +7,31 @@ Linear-ish in jobs x open nodes, so it also serves 1,024 nodes x 4,000 jobs in a
    type first) where a point within the node's per-GPU share fits; a job that fits no node
    whole is split over the nodes with most room, at its cheapest point;
 3. upgrade: each scheduled job moves to the best point its nodes' leftover room allows.
+
+In a DRF round (``round.fairness = "drf"``) ``drf_target`` admits the jobs of step 2 by
+progressive filling (:func:`optsched.heuristics.drf.progressive_fill`, the running jobs kept in
+step 1 counting in the shares) until every tenant holds that level, then the rest by value per
+GPU: the exact greedy's drf-then-worth, so lns starts from its placement without losing the level.
 """
 
 from __future__ import annotations
 
 from optsched.exact.prep import JobData, best_point_within, job_data
-from optsched.model import Instance
+from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 
 __all__ = ["greedy_schedule"]
 
 
-def greedy_schedule(instance: Instance, data: list[JobData] | None = None, running_first: bool = True) -> Schedule:
+def greedy_schedule(instance: Instance, data: list[JobData] | None = None, running_first: bool = True,
+                    drf_target: int | None = None) -> Schedule:
     """A feasible schedule built greedily (see the module docstring).
 
     ``running_first=False``: running jobs are not placed first but take their turn by value per
     GPU like the others (trying their current nodes first), so dense waiting jobs may take the
-    fast GPUs that large running gangs hold (which then move, paying their restart)."""
+    fast GPUs that large running gangs hold (which then move, paying their restart).
+    ``drf_target`` (a scaled DRF level, :func:`~optsched.round_policies.drf_level`): progressive
+    filling up to it first (the schedule reaches it when the greedy placement lets every tenant)."""
     data = job_data(instance) if data is None else data
     nodes = instance.nodes
     free_g = [n.gpus for n in nodes]
@@ -67,12 +75,13 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
 
     # 2. the rest, densest first
     order = sorted((d for d in data if d.index not in placed and d.base), key=lambda d: (-d.best / d.job.gpus, d.index))
-    for d in order:
+
+    def place(d: JobData) -> bool:
+        """Step 2 for one job: whole on one node, else split; whether it was placed."""
         if not running_first and stay(d):
-            continue
+            return True
         g = d.job.gpus
         moved = d.job.placement is not None
-        done = False
         for t in d.types:
             for n in by_type.get(t, ()):
                 if free_g[n] < g:
@@ -86,12 +95,9 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
                     p = best_point_within(d.points, cap_c, cap_m)
                 if p is not None and d.value(instance, t, p, 1, moved) > 0:
                     take(d.index, t, p, {n: g})
-                    done = True
-                    break
-            if done:
-                break
-        if done or g < 2:
-            continue
+                    return True
+        if g < 2:
+            return False
         for t in d.types:  # split at the cheapest point, fewest nodes first
             p = min(range(len(d.points)), key=lambda q: (d.points[q].cpus * d.points[q].mem, q))
             pt = d.points[p]
@@ -115,7 +121,23 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
                 need -= k
             if need == 0 and d.value(instance, t, p, len(alloc), moved) > 0:
                 take(d.index, t, p, alloc)
-                break
+                return True
+        return False
+
+    if drf_target is not None and instance.round.fairness == "drf":
+        from optsched.heuristics.drf import progressive_fill  # the heuristics' DRF fill (no import cycle at load)
+
+        by_id = {d.job.id: d for d in order}
+
+        def admit(job: Job) -> int | None:
+            d = by_id[job.id]
+            return sum(placed[d.index][2].values()) if place(d) else None
+
+        held = {data[j].job.id: sum(alloc.values()) for j, (_t, _p, alloc) in placed.items()}
+        rest, _level = progressive_fill(instance, [d.job for d in order], admit, target=drf_target, held=held)
+        order = [by_id[j.id] for j in rest]
+    for d in order:
+        place(d)
 
     # 3. upgrade points with the leftovers, best value gain first
     for _ in range(2):
