@@ -121,3 +121,36 @@ def test_cli_export_bad_input_exits_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "version" in r.stderr
     r = _cli("export", str(bad), "--format", "xls")
     assert r.returncode == 2
+
+
+def test_cli_exports_a_policy_round_that_highs_solves_to_the_brute_force_optimum_and_refuses_drf(tmp_path: Path) -> None:
+    # contract v2: elastic job, two quota'd tenants, one move (the MIP_FAMILIES); DRF is lexicographic: refused
+    from bruteforce import best_with_rules, brute_force
+
+    from optsched.model import Instance
+
+    prof = {"cpus_per_gpu": [1, 2], "mem_per_gpu_gb": [8], "throughput": [[1.0], [1.4]]}
+    dem = {"cpus_per_gpu": 1, "mem_per_gpu_gb": 8}
+    jobs = [{"id": "a0", "gpus": 2, "weight": 1.0, "tenant": "a", "profile": prof, "demand": dem,
+             "elastic": {"gpus": [1, 2, 4], "scaling": [0.6, 1.0, 1.7]}},
+            {"id": "a1", "gpus": 1, "weight": 2.0, "tenant": "a", "profile": prof, "demand": dem,
+             "placement": {"n1": 1}, "restart_s": 30},
+            {"id": "b0", "gpus": 2, "weight": 1.5, "tenant": "b", "profile": prof, "demand": dem},
+            {"id": "b1", "gpus": 1, "weight": 0.5, "tenant": "b", "profile": prof, "demand": dem, "placement": {"n1": 1}}]
+    nodes = [{"id": "n0", "gpu_type": "V100", "gpus": 4, "cpus": 6, "mem_gb": 64},
+             {"id": "n1", "gpu_type": "V100", "gpus": 2, "cpus": 2, "mem_gb": 16}]
+    d = {"version": 2, "name": "pol", "nodes": nodes, "jobs": jobs,
+         "round": {"duration_s": 300, "tenants": {"a": {"quota_gpus": 2}, "b": {"quota_gpus": 3}}, "max_moves": 0}}
+    src = tmp_path / "pol.json"
+    src.write_text(json.dumps(d))
+    out = tmp_path / "pol.lp"
+    cmd = [sys.executable, "-m", "optsched", "export", str(src), "--format", "lp", "-o", str(out)]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
+    status, value = _highs(out)
+    best = best_with_rules(Instance.from_dict(d))
+    assert best == pytest.approx(5.74) and brute_force(Instance.from_dict(d))[0] == pytest.approx(6.0)  # the rules bind
+    assert status == "Optimal" and _close(value, best)
+    d["round"]["fairness"] = "drf"
+    src.write_text(json.dumps(d))
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 2 and "drf" in run.stderr
