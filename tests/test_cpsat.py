@@ -120,6 +120,17 @@ def test_deterministic_with_seed_and_deterministic_time():
     assert a.schedule.to_dict() == b.schedule.to_dict()
 
 
+def test_deterministic_above_the_lns_size_with_lns_share_zero():
+    # the documented way to a reproducible run on a round that would get an lns stage (wall-clock slices)
+    from optsched.exact.cpsat import LNS_FROM_CELLS
+    from optsched.gen import generate
+
+    inst = generate(24, 60, seed=3, running_fraction=0.3)
+    assert len(inst.jobs) * len(inst.nodes) > LNS_FROM_CELLS
+    a, b = (CpSatSolver().solve(inst, time_limit=20, seed=3, num_workers=2, deterministic_time=0.5, lns_share=0) for _ in range(2))
+    assert a.stats["lns_share"] == 0 and a.schedule.to_dict() == b.schedule.to_dict()
+
+
 def test_time_limit_respected_with_status():
     """A round too big to build in 0.3 s returns the greedy schedule, in time, marked TIME_LIMIT."""
     nodes = [Node(f"n{i}", "V100", 8, 48, 500) for i in range(128)]

@@ -784,8 +784,10 @@ class CpSatSolver:
     """``cpsat``: the integrated formulation, solved exactly by CP-SAT with a complete greedy hint.
 
     Options: ``num_workers`` (default ``min(8, cpu_count)``), ``deterministic_time`` (CP-SAT's
-    deterministic-time limit: same seed and limit give the same schedule), ``log``, and switches
-    for the engineering (``node_symmetry``, ``job_symmetry``, ``type_cuts``, ``greedy_hint``).
+    deterministic-time limit: same seed and limit give the same schedule as long as the wall
+    limit does not cut in first, on rounds without an lns stage -- at most ``LNS_FROM_CELLS``
+    jobs x nodes, or ``lns_share=0``: the lns stage works in wall-clock slices), ``log``, and
+    switches for the engineering (``node_symmetry``, ``job_symmetry``, ``type_cuts``, ``greedy_hint``).
     """
 
     name = "cpsat"
