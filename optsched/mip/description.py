@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from optsched.elastic import Expansion, expand, has_elastic
 from optsched.mip.data import JobData, RoundData
@@ -58,6 +59,7 @@ class RoundMip:
     stay: dict[int, int] = field(default_factory=dict)  #: j -> running job j keeps its node -> GPU map
     v: dict[int, int] = field(default_factory=dict)  #: j -> worth of job j
     borrow: int | None = None  #: quota rounds: some tenant holds more than its quota
+    used: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  #: quota rounds: column of used_t -> its terms
     # derived lookups, filled by the builders
     nodes_of: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  #: j -> nodes with an x column
     points_on: dict[tuple[int, int], list[int]] = field(default_factory=dict)  #: (j, n) -> points with a w column
@@ -67,9 +69,10 @@ class RoundMip:
         """The round as given (with its elastic jobs)."""
         return self.instance if self.expansion is None else self.expansion.original
 
-    @property
+    @cached_property
     def groups(self) -> tuple[tuple[int, ...], ...]:
-        """Per original job index, its job indices in the model (its size variants)."""
+        """Per original job index, its job indices in the model (its size variants); built once
+        (the quota rows index it per job)."""
         if self.expansion is None:
             return tuple((j,) for j in range(len(self.instance.jobs)))
         return self.expansion.groups
@@ -124,6 +127,8 @@ class RoundMip:
                 raise
             for col, val in cols:
                 x[col] = val
+        for col, terms in self.used.items():
+            x[col] = sum(x[c] * a for c, a in terms)
         if self.borrow is not None:
             x[self.borrow] = float(self._borrows(schedule))
         return x
@@ -380,10 +385,16 @@ def add_quota_reclaim(mip: RoundMip) -> None:
         job = mip.instance.jobs[v]
         used[job.tenant if job.tenant in quotas else None] += [(c, float(job.gpus)) for c in cols.values()]
     bc = mip.borrow = m.add_binary("borrow")
-    for k, (t, row) in enumerate(used.items()):  # rows by number: tenant names need not be valid names
+    # one column per group, used_t = its sum, so each reclaim row has O(1 + sizes) terms, not the
+    # tenant's whole sum (O(jobs^2) non-zeros on large rounds)
+    used_col: dict[str | None, int] = {}
+    for k, (t, row) in enumerate(used.items()):  # by number: tenant names need not be valid names
+        col = used_col[t] = m.add_var(f"used_{k}", 0.0, sum(a for _, a in row))
+        mip.used[col] = row
+        m.eq(f"usedsum_{k}", [*row, (col, -1.0)], 0.0)
         limit = quotas[t] if t is not None else 0
         if sum(a for _, a in row) > limit:
-            m.le(f"quota_{k}", [*row, (bc, -float(total))], float(limit))
+            m.le(f"quota_{k}", [(col, 1.0), (bc, -float(total))], float(limit))
     for i, job in enumerate(mip.original.jobs):
         t = job.tenant
         if t not in quotas or min(job.sizes) > quotas[t]:
@@ -391,7 +402,7 @@ def add_quota_reclaim(mip: RoundMip) -> None:
         g = min(job.sizes)
         k = float(quotas[t] + 1 - g)
         run = [(c, k) for v in mip.groups[i] for c in mip.u.get(v, {}).values()]
-        m.ge(f"reclaim_{i}", [*used.get(t, []), (bc, -k), *run], 0.0)
+        m.ge(f"reclaim_{i}", [*([(used_col[t], 1.0)] if t in used_col else []), (bc, -k), *run], 0.0)
 
 
 def add_value(mip: RoundMip) -> None:
