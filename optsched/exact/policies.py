@@ -51,6 +51,13 @@ def add_quota_reclaim(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> No
     for d in m.data:
         members.setdefault(d.job.tenant if d.job.tenant in quotas else None, []).append(d.index)
     used = {t: sum(m.data[j].job.gpus * sel[j] for j in js) for t, js in members.items()}
+    # one variable per group: each reclaim row below names it instead of repeating the whole sum
+    # (O(jobs^2) terms on rounds with many quota jobs)
+    for k, (t, expr) in enumerate(list(used.items())):
+        if not isinstance(expr, int):
+            var = model.new_int_var(0, sum(m.data[j].job.gpus for j in members[t]), f"used[{k}]")
+            model.add(var == expr)
+            used[t] = var
     borrow = model.new_bool_var("borrow")
     for t, expr in used.items():
         limit = quotas.get(t, 0) if t is not None else 0
