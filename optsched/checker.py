@@ -40,19 +40,23 @@ class CheckReport(list):
     The objective counts every job whose own assignment is readable, so it is meaningful
     only when the list is empty. ``deadline_misses`` lists the urgent deadline jobs left out; in a
     ``round.fairness = "drf"`` round, ``dominant_shares`` maps each tenant (``""`` for jobs without
-    one) to its dominant share; in a ``round.packing`` round, ``packing`` holds ``whole_free_gpus``
+    one) to its dominant share; in a ``round.fairness = "hug"`` round, ``hug_progress`` maps each
+    tenant with a runnable job to its progress along its correlated demand vector (GPUs, cores and
+    GB it got at the chosen points; see :func:`_hug_progress`); in a ``round.packing`` round, ``packing`` holds ``whole_free_gpus``
     (GPUs on nodes the schedule leaves wholly idle), ``free_nodes`` (those nodes), ``free_gpus``
     (every GPU left free) and ``fragmentation`` (the share of free GPUs on partly used nodes; 0
     when none is free). Contract version 2: reports, not violations.
     """
 
     def __init__(self, violations: list[Violation], objective: float, deadline_misses: list[str] | None = None,
-                 dominant_shares: dict[str, float] | None = None, packing: dict[str, float] | None = None) -> None:
+                 dominant_shares: dict[str, float] | None = None, packing: dict[str, float] | None = None,
+                 hug_progress: dict[str, float] | None = None) -> None:
         super().__init__(violations)
         self.objective = objective
         self.deadline_misses = list(deadline_misses or [])
         self.dominant_shares = dominant_shares
         self.packing = packing
+        self.hug_progress = hug_progress
 
     @property
     def feasible(self) -> bool:
@@ -66,6 +70,8 @@ class CheckReport(list):
             d["dominant_shares"] = dict(self.dominant_shares)
         if self.packing is not None:
             d["packing"] = dict(self.packing)
+        if self.hug_progress is not None:
+            d["hug_progress"] = dict(self.hug_progress)
         return d
 
 
@@ -86,6 +92,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     used_mem = {n: 0 for n in nodes}
     total = 0.0
     readable: dict[str, dict[str, int]] = {}  # scheduled job -> its node map, for rules 6 and 7
+    got: dict[str, tuple[int, int, int]] = {}  # scheduled job on its grid -> GPUs, cores, GB (HUG progress)
     for jid, a in raw.get("jobs", {}).items():
         if a is None:
             continue
@@ -139,6 +146,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
                 used_mem[nid] += m * k
         if not on_grid:
             continue
+        got[jid] = (n_gpus, c * n_gpus, m * n_gpus)
         tp = job.profile.throughput[grid_c.index(c)][grid_m.index(m)]
         tp_demand = job.profile.throughput[grid_c.index(job.demand[0])][grid_m.index(job.demand[1])]
         # rule 5: fairness
@@ -158,7 +166,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
                 out.append(Violation(4, f"node {nid}: {used[nid]} {what} used, {cap} available", node=nid))
     out += _quota_rule(instance, readable) + _moves_rule(instance, readable)
     return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable), _dominant_shares(instance, readable),
-                       _packing(instance, used_gpu))
+                       _packing(instance, used_gpu), _hug_progress(instance, got))
 
 
 def _packing(instance: Instance, used_gpu: Mapping[str, int]) -> dict[str, float] | None:
@@ -188,6 +196,54 @@ def _dominant_shares(instance: Instance, scheduled: Mapping[str, Mapping[str, in
             row[1] += g * job.demand[0]
             row[2] += g * job.demand[1]
     return {t: max([u / c for u, c in zip(row, totals, strict=True) if c > 0] or [0.0]) for t, row in held.items()}
+
+
+def _room(instance: Instance, memo: dict[tuple[str, int, int], int], gpu_type: str, c: int, m: int) -> int:
+    """GPUs of ``gpu_type`` the empty cluster holds at ``c`` cores and ``m`` GB per GPU (memoised)."""
+    if (gpu_type, c, m) not in memo:
+        memo[(gpu_type, c, m)] = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus)
+                                     for n in instance.nodes if n.gpu_type == gpu_type)
+    return memo[(gpu_type, c, m)]
+
+
+def _hug_progress(instance: Instance, got: Mapping[str, tuple[int, int, int]]) -> dict[str, float] | None:
+    """round.fairness = "hug": per tenant with a runnable job, its progress
+    ``min over r (used_r / total_r) / delta_r`` over the resources with ``delta_r > 0``, where
+    ``used`` sums the GPUs, cores and GB its scheduled jobs got (cores and GB at their points) and
+    ``delta`` is the fixed demand of its runnable jobs (nominal GPUs x per-GPU demand) over the
+    cluster totals, divided by its largest component. A job is runnable when on some allowed GPU
+    type the nodes hold at least its smallest size at some (fair-eligible) grid point."""
+    if instance.round.fairness != "hug":
+        return None
+    totals = [sum(n.gpus for n in instance.nodes), sum(n.cpus for n in instance.nodes), sum(n.mem_gb for n in instance.nodes)]
+    demand: dict[str, list[int]] = {}
+    used: dict[str, list[int]] = {}
+    room: dict[tuple[str, int, int], int] = {}  # GPUs the empty cluster holds per (type, cores, GB per GPU)
+    for job in instance.jobs:
+        t = job.tenant or ""
+        if job.id in got:
+            row = used.setdefault(t, [0, 0, 0])
+            for r in range(3):
+                row[r] += got[job.id][r]
+        prof = job.profile
+        base = prof.throughput[prof.cpus_per_gpu.index(job.demand[0])][prof.mem_per_gpu_gb.index(job.demand[1])]
+        smallest = min(job.elastic.gpus) if job.elastic is not None else job.gpus
+        fits = [_room(instance, room, gpu_type, c, m)
+                for gpu_type in sorted({n.gpu_type for n in instance.nodes}) if job.gpu_speed is None or gpu_type in job.gpu_speed
+                for a, c in enumerate(prof.cpus_per_gpu) for b, m in enumerate(prof.mem_per_gpu_gb)
+                if not instance.round.fair or prof.throughput[a][b] >= base]
+        if any(k >= smallest for k in fits):
+            row = demand.setdefault(t, [0, 0, 0])
+            row[0] += job.gpus
+            row[1] += job.gpus * job.demand[0]
+            row[2] += job.gpus * job.demand[1]
+    out = {}
+    for t, dem in demand.items():
+        share = [dem[r] / totals[r] if totals[r] > 0 else 0.0 for r in range(3)]
+        top = max(share)
+        u = used.get(t, [0, 0, 0])
+        out[t] = min((u[r] / totals[r]) / (share[r] / top) for r in range(3) if share[r] > 0) if top > 0 else 0.0
+    return out
 
 
 def _quota_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[Violation]:

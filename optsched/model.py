@@ -23,8 +23,9 @@ CONTRACT_VERSION = 1
 #: ``deadline_s``, ``remaining_s``, ``elastic``; round ``tenants``, ``max_moves``, ``fairness``, ``packing``: formulations/policies.md)
 #: and is written exactly when one of them is present
 CONTRACT_VERSIONS = (1, 2)
-#: the values of the version-2 field ``round.fairness`` (dominant resource fairness across tenants)
-FAIRNESS = ("drf",)
+#: the values of the version-2 field ``round.fairness``: dominant resource fairness across tenants
+#: (``"drf"``) and HUG-style progress fairness over the actual, elastic allocation (``"hug"``)
+FAIRNESS = ("drf", "hug")
 #: the values of the version-2 field ``round.packing`` (Gandiva-style consolidation: formulations/policies.md)
 PACKING = ("consolidate",)
 
@@ -451,7 +452,9 @@ class Round:
 
     Version 2 adds ``tenants`` (tenant name -> guaranteed GPU quota), ``max_moves`` (at most
     this many running jobs change placement this round), ``fairness`` (``"drf"``: maximise the
-    smallest dominant share across tenants first, then worth) and ``packing`` (``"consolidate"``:
+    smallest dominant share across tenants first, then worth; ``"hug"``: the same with each
+    tenant's progress along its correlated demand vector, counting the cores and GB it actually
+    got) and ``packing`` (``"consolidate"``:
     among schedules within ``packing_tolerance`` of the best worth, keep the most GPUs on wholly
     idle nodes); see formulations/policies.md.
     """

@@ -20,6 +20,13 @@ caller's hint). The independent checker re-derives the same rules without this m
   their fixed demand* over the cluster's capacity (:func:`dominant_shares`); the round maximises
   the smallest dominant share of the tenants that can run anything (:func:`drf_level`, in units
   of ``1 / drf_scale``), then worth. A lexicographic objective, not a feasibility rule.
+* **hug** (``round.fairness = "hug"``): HUG-style progress fairness (Chowdhury et al., NSDI'16)
+  over the *actual* allocation. A tenant's correlated demand vector is the fixed demand of its
+  runnable jobs over the cluster's capacities, normalised to a largest component of 1; its
+  progress is the least, over the resources it demands, of what it got (GPUs, and cores and GB
+  at the chosen grid points) over capacity divided by that component (:func:`hug_level`, in
+  units of ``1 / hug_scale``; the coefficients: :func:`hug_coefficients`). The round maximises
+  the smallest progress, then worth, as for drf.
 * **packing** (``round.packing = "consolidate"``): Gandiva-style consolidation. Among the
   schedules whose worth is within ``packing_tolerance`` of the best and which run no fewer GPUs,
   keep the most GPUs on wholly idle nodes (:func:`whole_free_gpus`), so later large gangs find
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from optsched.model import Elastic, Instance, Job, Profile
@@ -44,12 +52,13 @@ from optsched.values import assignment_value, is_move, schedule_value
 if TYPE_CHECKING:
     from optsched.heuristics.common import Cluster
 
-__all__ = ["DRF_NO_TENANT", "FAMILIES", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
-           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "packing_choice", "peak_rate", "packing_tolerance", "policy_families",
+__all__ = ["DRF_NO_TENANT", "FAMILIES", "HUG_PRECISION", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
+           "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "fair_level", "fair_scale", "hug_coefficients", "hug_demand",
+           "hug_level", "hug_levels", "hug_scale", "hug_usage", "packing_choice", "peak_rate", "packing_tolerance", "policy_families",
            "policy_feasible", "repair", "urgent", "urgent_jobs", "whole_free_gpus"]
 
 #: the families, in the order the docs list them
-FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "elastic", "packing")
+FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "hug", "elastic", "packing")
 
 #: the DRF tenant of jobs without a ``tenant`` (not a valid tenant name, so it cannot clash)
 DRF_NO_TENANT = ""
@@ -57,6 +66,9 @@ DRF_NO_TENANT = ""
 DRF_EXACT_MAX = 10**9
 #: ... else shares are rounded down to multiples of ``1 / DRF_SCALE``
 DRF_SCALE = 10**6
+#: HUG coefficients past ``DRF_EXACT_MAX`` are rounded down to multiples of ``1 / 2**k`` with at
+#: least this many units (:func:`hug_coefficients`)
+HUG_PRECISION = 2**20
 
 
 def policy_families(instance: Instance) -> frozenset[str]:
@@ -68,8 +80,8 @@ def policy_families(instance: Instance) -> frozenset[str]:
         out.add("max_moves")
     if any(j.deadline_s is not None for j in instance.jobs):
         out.add("deadlines")
-    if instance.round.fairness == "drf":
-        out.add("drf")
+    if instance.round.fairness in ("drf", "hug"):
+        out.add(instance.round.fairness)
     if any(j.elastic is not None for j in instance.jobs):
         out.add("elastic")
     if instance.round.packing is not None:
@@ -107,17 +119,23 @@ def drf_scale(instance: Instance) -> int:
     return s if s <= DRF_EXACT_MAX else DRF_SCALE
 
 
-def drf_runnable(instance: Instance, job: Job) -> bool:
+def drf_runnable(instance: Instance, job: Job, memo: dict[tuple[str, int, int], int] | None = None) -> bool:
     """Whether the job fits the empty cluster at some allowed (fair-eligible) grid point, on one
-    GPU type over any nodes of it."""
+    GPU type over any nodes of it (``memo``: the room per (type, cores, GB), shared across calls)."""
     base = job.demand_throughput
     points = [(c, m) for c, m, tp in job.profile.points() if not instance.round.fair or tp >= base]
     for t in instance.gpu_types:
         if job.speed(t) is None:
             continue
-        nodes = [n for n in instance.nodes if n.gpu_type == t]
+        nodes = None
         for c, m in points:
-            room = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus) for n in nodes)
+            room = None if memo is None else memo.get((t, c, m))
+            if room is None:
+                if nodes is None:
+                    nodes = [n for n in instance.nodes if n.gpu_type == t]
+                room = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus) for n in nodes)
+                if memo is not None:
+                    memo[(t, c, m)] = room
             if room >= min(job.sizes):
                 return True
     return False
@@ -159,6 +177,127 @@ def drf_level(instance: Instance, job_ids: Iterable[str] | Mapping[str, Assignme
     used = _tenant_usage(instance, job_ids)
     return min((max((s * u // c for u, c in zip(used[t], caps, strict=True) if c > 0), default=0) for t in drf_tenants(instance)),
                default=0)
+
+
+# --- HUG-style progress fairness -----------------------------------------------------------------
+
+
+def hug_usage(a: Assignment) -> tuple[int, int, int]:
+    """What a scheduled job counts for HUG: the GPUs it got, and cores and GB at its chosen point."""
+    g = a.gpus
+    return g, g * a.cpus_per_gpu, g * a.mem_per_gpu_gb
+
+
+def hug_demand(instance: Instance) -> dict[str, tuple[int, int, int]]:
+    """Per :func:`drf_tenants` tenant, the fixed demand of its runnable jobs summed
+    (:func:`drf_usage` at the nominal ``gpus``): the direction of its correlated demand vector."""
+    out = {}
+    memo: dict[tuple[str, int, int], int] = {}
+    for t, js in drf_tenants(instance).items():
+        row = [0, 0, 0]
+        for j in js:
+            job = instance.jobs[j]
+            if drf_runnable(instance, job, memo):
+                for r, a in enumerate(drf_usage(job)):
+                    row[r] += a
+        out[t] = (row[0], row[1], row[2])
+    return out
+
+
+def _hug_ratios(instance: Instance) -> dict[str, list[tuple[int, Fraction]]]:
+    """Per tenant, ``(r, M_t / D[t,r])`` over the resources with ``cap_r > 0`` and ``D[t,r] > 0``,
+    where ``D`` is :func:`hug_demand` and ``M_t = max_r D[t,r] / cap_r``: progress is
+    ``P_t = min_r (U[t,r] / cap_r) / delta[t,r] = min_r U[t,r] x M_t / D[t,r]`` (``delta[t,r] =
+    (D[t,r] / cap_r) / M_t``; the capacities cancel)."""
+    caps = drf_capacity(instance)
+    out = {}
+    for t, dem in hug_demand(instance).items():
+        rs = [r for r in range(3) if caps[r] > 0 and dem[r] > 0]
+        if not rs:
+            out[t] = []
+            continue
+        top = max(Fraction(dem[r], caps[r]) for r in rs)
+        out[t] = [(r, top / dem[r]) for r in rs]
+    return out
+
+
+#: id(instance) -> (instance, hug_coefficients(instance))
+_HUG_CACHE: dict[int, tuple[Instance, tuple[int, dict[str, list[tuple[int, int, int]]]]]] = {}
+
+
+def hug_scale(instance: Instance) -> int:
+    """``S``: HUG levels are ``floor(S x progress)``; the lcm of the denominators of every
+    ``M_t / D[t,r]`` (so levels are exact) when that is at most ``DRF_EXACT_MAX``, else ``DRF_SCALE``."""
+    dens = [k.denominator for rows in _hug_ratios(instance).values() for _r, k in rows]
+    s = math.lcm(*dens) if dens else 1
+    return s if s <= DRF_EXACT_MAX else DRF_SCALE
+
+
+def hug_coefficients(instance: Instance) -> tuple[int, dict[str, list[tuple[int, int, int]]]]:
+    """The one place the correlated demand vectors become integers: ``(S, {t: [(r, num, den)]})``
+    with ``S = hug_scale``, so that a tenant's level is ``min_r floor(num x U[t,r] / den)``.
+
+    Exactly ``num / den = S x M_t / D[t,r]`` (``den = 1``) when ``S`` is the lcm of
+    :func:`hug_scale`; otherwise ``num / den`` is that ratio rounded *down* to a multiple of
+    ``1 / den``, ``den`` the smallest power of two with ``num >= HUG_PRECISION`` (1 when the
+    ratio is that large): conservative, a level is never overstated (relative error below
+    ``2**-20``). The heuristics' :func:`hug_level` and CP-SAT's ``add_hug`` both use these.
+    Cached per instance object (the heuristics ask for every candidate schedule)."""
+    hit = _HUG_CACHE.get(id(instance))
+    if hit is not None and hit[0] is instance:
+        return hit[1]
+    s = hug_scale(instance)
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for t, rows in _hug_ratios(instance).items():
+        coef = []
+        for r, k in rows:
+            x = s * k
+            if x.denominator == 1:
+                coef.append((r, x.numerator, 1))
+                continue
+            den = 1
+            while x * den < HUG_PRECISION:
+                den *= 2
+            coef.append((r, math.floor(x * den), den))
+        out[t] = coef
+    if len(_HUG_CACHE) >= 8:
+        _HUG_CACHE.clear()
+    _HUG_CACHE[id(instance)] = (instance, (s, out))  # holds the instance, so its id is not reused meanwhile
+    return s, out
+
+
+def hug_levels(instance: Instance, jobs: Mapping[str, Assignment]) -> dict[str, int]:
+    """Per :func:`drf_tenants` tenant, its scaled progress ``min_r floor(num x U[t,r] / den)``
+    (:func:`hug_coefficients`; ``U``: :func:`hug_usage` summed over its scheduled jobs)."""
+    _s, coef = hug_coefficients(instance)
+    used = {t: [0, 0, 0] for t in coef}
+    for jid, a in jobs.items():
+        job = instance.job(jid)
+        row = used.get(job.tenant if job.tenant is not None else DRF_NO_TENANT)
+        if row is not None:
+            for r, x in enumerate(hug_usage(a)):
+                row[r] += x
+    return {t: min((num * used[t][r] // den for r, num, den in rows), default=0) for t, rows in coef.items()}
+
+
+def hug_level(instance: Instance, jobs: Mapping[str, Assignment]) -> int:
+    """The smallest :func:`hug_levels` entry (0 without tenants): exactly what the CP-SAT model's
+    level variable measures."""
+    return min(hug_levels(instance, jobs).values(), default=0)
+
+
+def fair_level(instance: Instance, jobs: Mapping[str, Assignment]) -> int:
+    """The round's fairness level: :func:`drf_level` or :func:`hug_level` (0 without ``round.fairness``)."""
+    if instance.round.fairness == "drf":
+        return drf_level(instance, jobs)
+    if instance.round.fairness == "hug":
+        return hug_level(instance, jobs)
+    return 0
+
+
+def fair_scale(instance: Instance) -> int:
+    """The scale of :func:`fair_level`: :func:`hug_scale` in a HUG round, else :func:`drf_scale`."""
+    return hug_coefficients(instance)[0] if instance.round.fairness == "hug" else drf_scale(instance)
 
 
 def best_speedup(instance: Instance, job: Job) -> float:

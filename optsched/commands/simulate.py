@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--packing-tolerance", type=float, default=None,
                    help="with --packing: share of a round's worth consolidation may give up (default 0)")
     p.add_argument("--fairness", default=None,
-                   help="drf: dominant resource fairness across the trace's tenants in every round (round.fairness; "
+                   help="drf: dominant resource fairness across the trace's tenants in every round; hug: HUG-style "
+                        "progress fairness counting the cores and GB jobs get (round.fairness; "
                         "allocators that honour it: `optsched methods --json`)")
     p.add_argument("--max-moves", type=int, default=None,
                    help="Gandiva's migration budget: at most this many running jobs change nodes per round (round.max_moves; "

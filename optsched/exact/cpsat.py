@@ -35,8 +35,8 @@ from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.round_policies import (
     deadline_misses,
-    drf_level,
-    drf_scale,
+    fair_level,
+    fair_scale,
     packing_tolerance,
     policy_families,
     repair,
@@ -203,7 +203,8 @@ class RoundModel:
     #: elastic jobs (contract v2): the model's ``instance`` is this expansion's rigid variant round
     #: (optsched.elastic); ``add_hint`` and ``read_schedule`` speak the original round's job ids
     elastic: Expansion | None = None
-    #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf)
+    #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf) or
+    #: progress ("hug"; exact.policies.add_hug)
     drf_min: cp_model.IntVar | None = None
     #: the whole free GPUs (round.packing; set by exact.policies.add_packing) and, after a staged
     #: solve (exact.policies.solve_lexicographic), the worth stage's bound and the final schedule
@@ -843,7 +844,7 @@ class CpSatSolver:
             candidates = [repair(instance, s) for s in candidates]
             forced = [instance.job_idx(j) for j in urgent_jobs(instance)]
 
-        drf = "drf" in policies
+        fair = instance.round.fairness if {"drf", "hug"} & policies else None
         packing = "packing" in policies
         #: in a packing round, schedules within the tolerance of this worth that run at least this
         #: many GPUs rank by whole free GPUs first
@@ -852,7 +853,7 @@ class CpSatSolver:
         def key(s: Schedule, v: float) -> tuple[int, int, bool, float, float]:
             close = packing and v >= (1.0 - packing_tolerance(instance)) * worth_ref[0] - 1e-6 * max(1.0, worth_ref[0]) \
                 and sum(a.gpus for a in s.jobs.values()) >= gpus_ref[0]
-            return (-len(deadline_misses(instance, s)) if forced else 0, drf_level(instance, s.jobs) if drf else 0, close,
+            return (-len(deadline_misses(instance, s)) if forced else 0, fair_level(instance, s.jobs) if fair else 0, close,
                     whole_free_gpus(instance, s.jobs) if close else 0, v)
 
         values = [schedule_value(instance, s) for s in candidates]
@@ -981,9 +982,9 @@ class CpSatSolver:
             bound = max(bound, objective)
         if forced is not None:
             stats["deadline_misses"] = deadline_misses(instance, schedule)
-        if drf:  # the smallest dominant share is proven maximal only when stage 1 proved it
-            stats["drf_min_share"] = drf_level(instance, schedule.jobs) / drf_scale(instance)
-            status = Status.TIME_LIMIT if status is Status.OPTIMAL and not stats.get("drf_level_proven", True) else status
+        if fair:  # the smallest dominant share (progress) is proven maximal only when stage 1 proved it
+            stats["drf_min_share" if fair == "drf" else "hug_min_progress"] = fair_level(instance, schedule.jobs) / fair_scale(instance)
+            status = Status.TIME_LIMIT if status is Status.OPTIMAL and not stats.get(f"{fair}_level_proven", True) else status
         if packing:
             stats["whole_free_gpus"] = whole_free_gpus(instance, schedule.jobs)
         return Result(schedule, status, objective, bound, self.name, "exact", time.perf_counter() - start, stats)

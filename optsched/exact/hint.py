@@ -8,7 +8,7 @@ Linear-ish in jobs x open nodes, so it also serves 1,024 nodes x 4,000 jobs in a
    whole is split over the nodes with most room, at its cheapest point;
 3. upgrade: each scheduled job moves to the best point its nodes' leftover room allows.
 
-In a DRF round (``round.fairness = "drf"``) ``drf_target`` admits the jobs of step 2 by
+In a DRF or HUG round (``round.fairness``) ``drf_target`` admits the jobs of step 2 by
 progressive filling (:func:`optsched.heuristics.drf.progressive_fill`, the running jobs kept in
 step 1 counting in the shares) until every tenant holds that level, then the rest by value per
 GPU: the exact greedy's drf-then-worth, so lns starts from its placement without losing the level.
@@ -124,16 +124,21 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
                 return True
         return False
 
-    if drf_target is not None and instance.round.fairness == "drf":
+    if drf_target is not None and instance.round.fairness in ("drf", "hug"):
         from optsched.heuristics.drf import progressive_fill  # the heuristics' DRF fill (no import cycle at load)
 
         by_id = {d.job.id: d for d in order}
 
-        def admit(job: Job) -> int | None:
-            d = by_id[job.id]
-            return sum(placed[d.index][2].values()) if place(d) else None
+        def got(j: int) -> tuple[int, int, int]:  # GPUs, cores and GB at its point (what HUG counts)
+            _t, p, alloc = placed[j]
+            g = sum(alloc.values())
+            return g, g * data[j].points[p].cpus, g * data[j].points[p].mem
 
-        held = {data[j].job.id: sum(alloc.values()) for j, (_t, _p, alloc) in placed.items()}
+        def admit(job: Job) -> tuple[int, int, int] | None:
+            d = by_id[job.id]
+            return got(d.index) if place(d) else None
+
+        held = {data[j].job.id: got(j) for j in placed}
         rest, _level = progressive_fill(instance, [d.job for d in order], admit, target=drf_target, held=held)
         order = [by_id[j.id] for j in rest]
     for d in order:

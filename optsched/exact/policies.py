@@ -1,9 +1,9 @@
 """The policy families of contract version 2 as CP-SAT constraints on :class:`~optsched.exact.cpsat.RoundModel`.
 
 One function per family, mirrored by ``formulations/policies.md``: :func:`add_quota_reclaim`,
-:func:`add_move_budget`, :func:`add_forced_jobs`, :func:`add_drf`, :func:`add_packing`.
+:func:`add_move_budget`, :func:`add_forced_jobs`, :func:`add_drf`, :func:`add_hug`, :func:`add_packing`.
 :func:`add_policy_constraints` adds those the round uses; :func:`solve_lexicographic` solves a
-DRF or packing round in stages (the smallest dominant share, then worth with that share kept,
+DRF, HUG or packing round in stages (the smallest dominant share or progress, then worth with that share kept,
 then the whole free GPUs with the worth kept within the packing tolerance, then worth again). Every family is linear in the model's mode booleans; ``sel[j]`` (job j runs) is the
 sum of its mode literals (at most one is true).
 """
@@ -17,12 +17,20 @@ from typing import TYPE_CHECKING, Any
 from ortools.sat.python import cp_model
 
 from optsched.exact.elastic import original_jobs, original_selection, variants_of
-from optsched.round_policies import drf_capacity, drf_scale, drf_tenants, drf_usage, packing_tolerance
+from optsched.round_policies import (
+    DRF_NO_TENANT,
+    drf_capacity,
+    drf_scale,
+    drf_tenants,
+    drf_usage,
+    hug_coefficients,
+    packing_tolerance,
+)
 
 if TYPE_CHECKING:
     from optsched.exact.cpsat import RoundModel
 
-__all__ = ["DRF_STAGE_SHARE", "PACKING_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_move_budget", "add_packing",
+__all__ = ["DRF_STAGE_SHARE", "PACKING_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_hug", "add_move_budget", "add_packing",
            "add_policy_constraints", "add_quota_reclaim", "gpus_in_use", "selection", "solve_lexicographic"]
 
 #: share of CP-SAT's time limit for the first DRF stage (maximise the smallest dominant share)
@@ -155,6 +163,52 @@ def add_drf(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> cp_model.Int
     return zmin
 
 
+def add_hug(m: RoundModel) -> cp_model.IntVar | None:
+    """HUG-style progress: per tenant t and resource r it demands, ``U[t,r]`` = what its jobs get,
+    summed over every mode literal (a mode fixes the job's GPUs and grid point, so its GPUs, cores
+    and GB are constants), and ``den x hug_min <= num x U[t,r]`` with ``(num, den)`` from
+    :func:`~optsched.round_policies.hug_coefficients` (``num / den = S M_t / D[t,r]``, exact or
+    rounded down), so ``hug_min <= min_t floor(S P_t)``. Coefficients come from the round as given
+    (an elastic job's demand counts once, at its nominal size); each variant counts its own size.
+    Returns the level variable (``None`` without tenants); stored as ``m.drf_min``."""
+    inst, model = m.instance, m.model
+    original = m.elastic.original if m.elastic is not None else inst
+    s, coef = hug_coefficients(original)
+    if not coef:
+        return None
+
+    def tenant(j: int) -> str:
+        job = original.jobs[m.elastic.origin[j]] if m.elastic is not None else m.data[j].job
+        return job.tenant if job.tenant is not None else DRF_NO_TENANT
+
+    terms: dict[str, list[list[tuple[int, cp_model.IntVar]]]] = {t: [[], [], []] for t in coef}
+    modes = [(j, p, v) for (j, _t, p), v in m.z.items()] + [(j, p, v) for (j, p), v in m.h.items()] \
+        + [(j, p, v) for (j, _t, p), v in m.sp.items()]
+    for j, p, v in modes:
+        rows = terms.get(tenant(j))
+        if rows is None:
+            continue
+        g, pt = m.data[j].job.gpus, m.data[j].points[p]
+        for r, a in enumerate((g, g * pt.cpus, g * pt.mem)):
+            if a:
+                rows[r].append((a, v))
+    caps = drf_capacity(original)
+    zmin = model.new_int_var(0, s, "hug_min")
+    for t, rows in coef.items():
+        if not rows:
+            model.add(zmin == 0)
+            continue
+        for r, num, den in rows:
+            if not terms[t][r]:
+                model.add(zmin == 0)
+                continue
+            top = min(caps[r], sum(a for a, _v in terms[t][r]))
+            u = model.new_int_var(0, top, f"hug_U[{t},{r}]")
+            model.add(u == cp_model.LinearExpr.weighted_sum([v for _a, v in terms[t][r]], [a for a, _v in terms[t][r]]))
+            model.add(den * zmin <= num * u)
+    return zmin
+
+
 def add_packing(m: RoundModel) -> cp_model.LinearExprT:
     """Packing: per node ``n`` with GPUs, a boolean ``f_n`` ("wholly idle") with
     ``usage_n <= gpus_n (1 - f_n)`` (``usage_n``: the GPUs the node's whole, home and split terms
@@ -194,10 +248,10 @@ def _stage(solver: cp_model.CpSolver, m: RoundModel, share: float, budget: dict[
 
 
 def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any]) -> Any:
-    """Solve ``m``; with a DRF level (``m.drf_min``) or a packing metric (``m.free_gpus``) in
+    """Solve ``m``; with a DRF or HUG level (``m.drf_min``) or a packing metric (``m.free_gpus``) in
     stages within the solver's time limit (wall and deterministic, split between the stages):
 
-    1. DRF: maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time); fix ``drf_min >=`` the level.
+    1. DRF or HUG: maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time); fix ``drf_min >=`` the level.
     2. Maximise worth (hinted with the previous stage's schedule).
     3. Packing: fix ``worth >= ceil((1 - tolerance) W)`` (``W``: stage 2's scaled worth) and
        ``gpus_in_use >= U`` (``U``: the GPUs stage 2's schedule runs: the tolerance pays for
@@ -210,7 +264,7 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     ``m.worth_bound`` to the worth stage's objective bound: later stages only add constraints, so
     it bounds their schedules' worth, and it bounds the lexicographic optimum's worth even when
     stage 1 stops early (that optimum's level is at least the one fixed). Records ``drf_level``,
-    ``drf_level_proven``, ``packing_worth_level``, ``packing_gpus_level``, ``packing_free_gpus``,
+    ``drf_level_proven`` (``hug_level``, ``hug_level_proven`` in a HUG round), ``packing_worth_level``, ``packing_gpus_level``, ``packing_free_gpus``,
     ``packing_proven`` in ``stats``."""
     zmin, free = m.drf_min, m.free_gpus
     if zmin is None and free is None:
@@ -226,18 +280,19 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
         return cp_model.OPTIMAL if proven and code == cp_model.OPTIMAL else cp_model.FEASIBLE
 
     if zmin is not None:
+        fair = m.instance.round.fairness  # "drf" or "hug": the stats' prefix
         m.model.maximize(zmin)
         code = _stage(solver, m, DRF_STAGE_SHARE, budget)
-        stats.update(drf_stage1_status=solver.status_name(code), drf_stage1_wall_s=solver.wall_time)
+        stats.update({f"{fair}_stage1_status": solver.status_name(code), f"{fair}_stage1_wall_s": solver.wall_time})
         m.set_objective()
         if code not in solved:
-            stats["drf_level_proven"] = False
+            stats[f"{fair}_level_proven"] = False
             if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
                 return code
             proven = False
         else:
             level = int(solver.value(zmin))
-            stats.update(drf_level=level, drf_level_proven=code == cp_model.OPTIMAL)
+            stats.update({f"{fair}_level": level, f"{fair}_level_proven": code == cp_model.OPTIMAL})
             proven = code == cp_model.OPTIMAL
             m.model.add(zmin >= level)
             m.staged_schedule = m.read_schedule(solver)
@@ -292,5 +347,7 @@ def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
         add_forced_jobs(m, sel, forced)
     if m.instance.round.fairness == "drf":
         m.drf_min = add_drf(m, sel)
+    if m.instance.round.fairness == "hug":
+        m.drf_min = add_hug(m)
     if m.instance.round.packing is not None:
         m.free_gpus = add_packing(m)

@@ -3,7 +3,9 @@
 * :func:`pareto_points`: a job's admissible grid points (``round.fair`` filter first), with the
   points another point dominates (no more CPU, no more memory, at least the throughput) removed.
   Removing them keeps the optimum: a schedule using a dominated point stays feasible and is
-  worth no less with the dominating point.
+  worth no less with the dominating point. Not in a HUG round (``round.fairness = "hug"``): there
+  a tenant's progress counts the cores and GB its jobs hold, so a dominated point may raise it
+  and every admissible point is kept.
 * :class:`JobData`: per job, its allowed GPU types (present in the cluster), its points and the
   value of each (type, point) with and without spreading/moving.
 * :func:`node_classes`: nodes that are interchangeable (same type and capacities, and no
@@ -31,19 +33,22 @@ class Point:
     throughput: float
 
 
-def pareto_points(job: Job, fair: bool) -> tuple[Point, ...]:
-    """The job's non-dominated admissible grid points, cheapest CPU first.
+def pareto_points(job: Job, fair: bool, prune: bool = True) -> tuple[Point, ...]:
+    """The job's non-dominated admissible grid points, cheapest CPU first (every admissible point
+    without ``prune``).
 
     Ties (same cores, memory and throughput cannot happen on a grid) are impossible; equal
     throughput at more resources is dominated and dropped. Cached per (profile, floor): jobs of
     one model share their profile, and lns rebuilds the job data for every sub-problem.
     """
-    return _pareto(job.profile, job.demand_throughput if fair else 0.0)
+    return _pareto(job.profile, job.demand_throughput if fair else 0.0, prune)
 
 
 @lru_cache(maxsize=4096)
-def _pareto(profile: Profile, floor: float) -> tuple[Point, ...]:
+def _pareto(profile: Profile, floor: float, prune: bool = True) -> tuple[Point, ...]:
     pts = [Point(c, m, t) for c, m, t in profile.points() if t >= floor]
+    if not prune:
+        return tuple(sorted(pts, key=lambda p: (p.cpus, p.mem)))
     keep = []
     for p in pts:
         dominated = any(
@@ -67,7 +72,11 @@ def best_point_within(points: tuple[Point, ...], cpus: float, mem: float) -> int
 
 
 def dominating_point(points: tuple[Point, ...], cpus: int, mem: int, throughput: float) -> int | None:
-    """A kept point at least as good as grid point ``(cpus, mem)`` using no more resources."""
+    """A kept point at least as good as grid point ``(cpus, mem)`` using no more resources: the
+    point itself when it is kept (in a HUG round its cores and GB count), else the best within."""
+    for i, p in enumerate(points):
+        if p.cpus == cpus and p.mem == mem:
+            return i if p.throughput >= throughput else None
     best = best_point_within(points, cpus, mem)
     if best is None or points[best].throughput < throughput:
         return None
@@ -100,7 +109,7 @@ def job_data(instance: Instance) -> list[JobData]:
     for i, job in enumerate(instance.jobs):
         types = [t for t in instance.gpu_types if t in present and job.speed(t) is not None]
         types.sort(key=lambda t: -float(job.speed(t) or 0.0))
-        points = pareto_points(job, instance.round.fair)
+        points = pareto_points(job, instance.round.fair, prune=instance.round.fairness != "hug")
         base = {}
         for t in types:
             for p, pt in enumerate(points):

@@ -3,7 +3,8 @@
 See ``formulations/heuristics.md``. Running jobs keep their placement when it still fits at their
 demand; otherwise each job goes to the fastest allowed GPU type where it fits, best fit on one
 node, split over the fewest nodes only when no single node fits. In a DRF round progressive
-filling across tenants decides the admission order (:mod:`optsched.heuristics.drf`).
+filling across tenants decides the admission order (:mod:`optsched.heuristics.drf`); in a HUG
+round too, by progress (every job runs at its demand point, so it counts its fixed demand).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import time
 from typing import Any
 
 from optsched.heuristics.common import Cluster, job_order, place
-from optsched.heuristics.drf import best_by_drf, drf_round, progressive_fill
+from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, progressive_fill
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
-from optsched.round_policies import drf_level, drf_scale, packing_choice, policy_families, repair, whole_free_gpus
+from optsched.round_policies import packing_choice, policy_families, repair, whole_free_gpus
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -26,10 +27,10 @@ def fixed_demand_schedule(instance: Instance, *, pack: bool = True) -> Schedule:
     """The fixed-demand baseline's schedule (deterministic, always feasible; on a policy round
     repaired to keep its rules: :func:`optsched.round_policies.repair`; in a packing round, unless
     ``pack`` is false, consolidated: :func:`optsched.round_policies.consolidate`, worth unchanged).
-    In a DRF round the best by (smallest dominant share, worth) of the weight-order schedule and
-    the two progressive-filling ones (:mod:`optsched.heuristics.drf`)."""
+    In a DRF (HUG) round the best by (smallest dominant share (progress), worth) of the
+    weight-order schedule and the two progressive-filling ones (:mod:`optsched.heuristics.drf`)."""
     cands = [("worth", _at_demand(instance))]
-    if drf_round(instance):
+    if fair_round(instance):
         info: dict[str, int] = {}
         cands.append(("drf-fill", _at_demand(instance, drf=True, info=info)))
         cands.append(("drf-then-worth", _at_demand(instance, drf=True, target=info["drf_level"])))
@@ -72,4 +73,4 @@ class FixedDemand:
         return Result(schedule=s, status=Status.FEASIBLE, objective=schedule_value(instance, s), bound=None,
                       solver="fixed-demand", method="heuristic", time_s=time.perf_counter() - t0,
                       stats={"jobs_placed": len(s.jobs), **({"whole_free_gpus": whole_free_gpus(instance, s.jobs)} if instance.round.packing else {}),
-                             **({"drf_min_share": drf_level(instance, s.jobs) / drf_scale(instance)} if drf_round(instance) else {})})
+                             **fair_stats(instance, s)})

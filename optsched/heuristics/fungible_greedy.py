@@ -4,7 +4,9 @@ with the largest marginal gain (in the spirit of Synergy-TUNE). See ``formulatio
 The result is the better of this schedule and :func:`fixed_demand_schedule`'s, so
 fungible-greedy >= fixed-demand holds by construction. In a DRF round (``round.fairness = "drf"``)
 two progressive-filling schedules join the candidates, and the best by (smallest dominant share,
-worth) is kept (:mod:`optsched.heuristics.drf`).
+worth) is kept (:mod:`optsched.heuristics.drf`); in a HUG round (``"hug"``) the same, by
+progress, each admitted job counting the cores and GB of its lean point (the leftover pass only
+adds resources, so it never lowers a tenant's progress).
 """
 
 from __future__ import annotations
@@ -15,15 +17,13 @@ from typing import Any
 
 from optsched.elastic import has_elastic
 from optsched.heuristics.common import Cluster, job_order, place
-from optsched.heuristics.drf import best_by_drf, drf_round, keep_level, progressive_fill
+from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, keep_level, progressive_fill
 from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
 from optsched.result import Result, Status
 from optsched.round_policies import (
     consolidate,
-    drf_level,
-    drf_scale,
     packing_choice,
     policy_families,
     repair,
@@ -59,7 +59,7 @@ def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedu
     :func:`~optsched.round_policies.packing_choice` picks between that and the plain schedule."""
     want = pack and fixed is None and instance.round.packing is not None
     cands = {"fungible": _fungible_pair(instance, fixed, want)}
-    if drf_round(instance):
+    if fair_round(instance):
         cands.update(_drf_pairs(instance, fixed, want))
     name, plain = best_by_drf(instance, ((k, v[0]) for k, v in cands.items()))
     packed = cands[name][1]
@@ -85,8 +85,10 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
     elastic growth in the same queue (:func:`~optsched.heuristics.elastic.knapsack_place`).
     With ``drf``, DRF progressive filling admits jobs first (up to ``drf_target`` when given), then
     the rest go in job order (:func:`~optsched.heuristics.drf.progressive_fill`); the level the
-    fill reached goes to ``info["drf_level"]``."""
+    fill reached goes to ``info["drf_level"]``. In a HUG round ``admit`` reports the cores and GB of
+    the job's point."""
     cl = Cluster(instance)
+    hug = instance.round.fairness == "hug"
     tg = max(1, sum(n.gpus for n in instance.nodes))
     cpg = max(1.0, sum(n.cpus for n in instance.nodes) / tg)
     mpg = max(1.0, sum(n.mem_gb for n in instance.nodes) / tg)
@@ -100,7 +102,7 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         pts_of[jid] = _eligible(instance, instance.job(jid))
     lean: dict[str, tuple[int, int]] = {}
 
-    def admit(job: Job) -> int | None:
+    def admit(job: Job) -> int | tuple[int, int, int] | None:
         key = (id(job.profile), job.demand if instance.round.fair else None)
         hit = cache.get(key)
         if hit is None:
@@ -115,11 +117,13 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         if nodes is None:
             return None
         chosen[job.id] = (nodes, c, m)
-        return sum(nodes.values())
+        g = sum(nodes.values())
+        return (g, g * c, g * m) if hug else g
 
     order = [job for job in job_order(instance) if job.id not in chosen]
     if drf and not knapsack:  # DRF: progressive filling first
-        held = {j: sum(n.values()) for j, (n, _c, _m) in chosen.items()}
+        held = {j: (sum(n.values()), sum(n.values()) * c, sum(n.values()) * m) if hug else sum(n.values())
+                for j, (n, c, m) in chosen.items()}
         order, level = progressive_fill(instance, order, admit, target=drf_target, held=held)
         if info is not None:
             info["drf_level"] = level
@@ -216,13 +220,12 @@ class FungibleGreedy:
         pairs["fixed-demand"] = (f, None)
         if has_elastic(instance):  # elastic gangs: also the value-per-GPU knapsack
             pairs["density"] = _fungible_pair(instance, None, False, knapsack=True)
-        if drf_round(instance):  # DRF: progressive filling, ranked by (smallest dominant share, worth)
+        if fair_round(instance):  # DRF/HUG: progressive filling, ranked by (smallest share or progress, worth)
             pairs.update(_drf_pairs(instance, None, packing))
         picked, s = best_by_drf(instance, ((k, v[0]) for k, v in pairs.items()))
         v = schedule_value(instance, s)
         stats: dict[str, Any] = {"jobs_placed": len(s.jobs), "picked": picked, "fixed_demand_objective": schedule_value(instance, f)}
-        if drf_round(instance):
-            stats["drf_min_share"] = drf_level(instance, s.jobs) / drf_scale(instance)
+        stats.update(fair_stats(instance, s))
         if packing:  # never fewer whole free GPUs than the plain pick, never below (1 - tolerance) of its worth
             stats.update(plain_objective=v, plain_whole_free_gpus=whole_free_gpus(instance, s.jobs))
             others = [pairs["fungible"][1], pairs.get("drf-fill", (None, None))[1], pairs.get("drf-then-worth", (None, None))[1],

@@ -16,7 +16,8 @@ move to enter the neighbourhood gets its restart factor folded into its weight.
 
 In a DRF round the starts (fungible-greedy's progressive filling among them) rank by (smallest
 dominant share, worth), and a neighbourhood's result replaces the incumbent only when it earns
-more worth without lowering the smallest dominant share.
+more worth without lowering the smallest dominant share; in a HUG round likewise with the
+smallest progress (:func:`optsched.round_policies.hug_level`).
 """
 
 from __future__ import annotations
@@ -30,14 +31,13 @@ from optsched.errors import InputError
 from optsched.exact.cpsat import CpSatSolver
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import JobData, job_data
-from optsched.heuristics.drf import drf_round, keep_level
+from optsched.heuristics.drf import fair_round, fair_stats, keep_level
 from optsched.heuristics.neighbourhoods import linked_nodes, node_state, random_nodes, targeted_nodes
 from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result, Status
 from optsched.round_policies import (
     deadline_misses,
-    drf_level,
-    drf_scale,
+    fair_level,
     packing_choice,
     policy_families,
     policy_feasible,
@@ -105,9 +105,9 @@ def _starts(instance: Instance, hint: Schedule | None, until: float, data: list[
         out.append(("hint", hint))
     t0 = time.perf_counter()
     out.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=5.0, seed=0).schedule))
-    if drf_round(instance):
-        # fungible-greedy's DRF candidates are three fills; one exact greedy costs about one of them
-        level = max(drf_level(instance, sched.jobs) for _n, sched in out)
+    if fair_round(instance):
+        # fungible-greedy's DRF (HUG) candidates are three fills; one exact greedy costs about one of them
+        level = max(fair_level(instance, sched.jobs) for _n, sched in out)
         each = (time.perf_counter() - t0) / 3.0
         drf_starts = []
         for name, dense in (("greedy-drf", False), ("greedy-dense-drf", True)):
@@ -197,14 +197,14 @@ class LargeNeighbourhoodSearch:
         data = job_data(instance) if data is None else data
         # under DRF the exact greedy starts get more of the time: they keep the level with far more
         # worth than fungible-greedy's DRF start, which the search alone does not make up (issue 7)
-        starts = _starts(instance, hint, start + (0.7 if drf_round(instance) else 0.3) * time_limit, data, starts)
+        starts = _starts(instance, hint, start + (0.7 if fair_round(instance) else 0.3) * time_limit, data, starts)
         policies = policy_families(instance)
         if policies:  # start from schedules that keep the round's policy rules
             starts = [(name, repair(instance, s)) for name, s in starts]
         values = [schedule_value(instance, s) for _, s in starts]
         misses = [len(deadline_misses(instance, s)) if policies else 0 for _, s in starts]
-        drf = drf_round(instance)  # DRF: candidates rank by (smallest dominant share, worth)
-        levels = [drf_level(instance, s.jobs) if drf else 0 for _, s in starts]
+        drf = fair_round(instance)  # DRF/HUG: candidates rank by (smallest dominant share or progress, worth)
+        levels = [fair_level(instance, s.jobs) if drf else 0 for _, s in starts]
         best = max(range(len(starts)), key=lambda i: (-misses[i], levels[i], values[i]))  # fewer deadline misses first
         incumbent, value, level = starts[best][1], values[best], levels[best]
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
@@ -272,7 +272,7 @@ class LargeNeighbourhoodSearch:
             candidate = Schedule(instance.name, jobs)
             cand_value = schedule_value(instance, candidate)
             # the neighbourhood is solved for worth alone: under DRF a candidate may not lower the level
-            cand_level = drf_level(instance, candidate.jobs) if drf else 0
+            cand_level = fair_level(instance, candidate.jobs) if drf else 0
             if cand_value > value + 1e-9 and cand_level >= level and (not policies or (
                     policy_feasible(instance, candidate)
                     and len(deadline_misses(instance, candidate)) <= len(deadline_misses(instance, incumbent)))):
@@ -296,8 +296,7 @@ class LargeNeighbourhoodSearch:
             value = schedule_value(instance, incumbent)
             status = Status.FEASIBLE
             stats["whole_free_gpus"] = whole_free_gpus(instance, incumbent.jobs)
-        if drf:
-            stats["drf_min_share"] = drf_level(instance, incumbent.jobs) / drf_scale(instance)
+        stats.update(fair_stats(instance, incumbent))
         if worker is not None:
             proven = worker.collect(wait_until=deadline)
             stats.update(worker.stats)

@@ -33,7 +33,8 @@ Semantics worth knowing:
   (:mod:`optsched.sim.deadlines`).
 * ``SimConfig.fairness = "drf"`` makes every round a DRF round (``round.fairness``): each job
   carries its trace ``tenant`` (jobs without one form one tenant; with ``tenant_quotas`` too, only
-  the tenants the quotas name), and the allocator maximises the smallest dominant share first.
+  the tenants the quotas name), and the allocator maximises the smallest dominant share first;
+  ``"hug"`` likewise with the smallest HUG-style progress (cores and GB at the chosen points count).
 
 The bookkeeping is numpy arrays over all jobs; the only per-job Python work is building the
 round's instance and applying its schedule.
@@ -137,7 +138,8 @@ class SimConfig:
     tenant_quotas: Mapping[str, int] | None = None
     max_moves: int | None = None
     #: ``"drf"``: dominant resource fairness across the trace's tenants in every round (contract-v2
-    #: ``round.fairness``; every job carries its trace ``tenant``, jobs without one form one tenant)
+    #: ``round.fairness``; every job carries its trace ``tenant``, jobs without one form one tenant);
+    #: ``"hug"``: HUG-style progress fairness over the actual allocation, the same way
     fairness: str | None = None
     #: deadline (SLO) jobs (optsched.sim.deadlines): this share of the jobs, drawn with
     #: ``slo_seed``, must finish by ``submit + slo_slack x duration`` (jobs whose SimJob carries a

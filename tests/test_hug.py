@@ -1,0 +1,226 @@
+"""HUG-style progress fairness (contract v2 ``round.fairness = "hug"``): the field and its version,
+the checker's per-tenant progress, a round where DRF and HUG differ, CP-SAT's lexicographic optimum
+(largest smallest progress, then worth) against brute force on random tiny rounds, the heuristics,
+the MIP solvers' refusal and the simulator's ``--fairness hug``.
+
+Progress is restated here from the definition (formulations/policies.md, "HUG-style progress
+fairness"), in exact fractions: a tenant's demand vector is the fixed demand of its runnable jobs
+over the cluster totals, normalised to a largest component of 1; its progress is the least, over
+the resources it demands, of what it got (GPUs, and cores and GB at the chosen points) over the
+total, divided by that component."""
+
+from __future__ import annotations
+
+import copy
+import json
+from fractions import Fraction
+
+import pytest
+from bruteforce import _options, feasible_schedules, search_size
+from conftest import base_round
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from strategies import tiny_instance_dicts
+
+from optsched import check_schedule, solve_round
+from optsched.errors import InputError
+from optsched.model import Instance
+from optsched.round_policies import hug_coefficients, hug_level, hug_levels
+
+HEURISTICS = ("fixed-demand", "fungible-greedy", "lns")
+
+
+def _progress(inst, sched):
+    """{tenant: progress} for ``sched`` {job_id: (nodes, c, m)}, tenants with a runnable job."""
+    caps = [sum(n.gpus for n in inst.nodes), sum(n.cpus for n in inst.nodes), sum(n.mem_gb for n in inst.nodes)]
+    demand, used = {}, {}
+    for j in inst.jobs:
+        t = j.tenant or ""
+        if _options(inst, j):
+            row = demand.setdefault(t, [0, 0, 0])
+            for r, a in enumerate((j.gpus, j.gpus * j.demand[0], j.gpus * j.demand[1])):
+                row[r] += a
+        if j.id in sched:
+            nodes, c, m = sched[j.id]
+            g = sum(nodes.values())
+            row = used.setdefault(t, [0, 0, 0])
+            for r, a in enumerate((g, g * c, g * m)):
+                row[r] += a
+    out = {}
+    for t, dem in demand.items():
+        share = [Fraction(d, c) if c else Fraction(0) for d, c in zip(dem, caps, strict=True)]
+        top = max(share)
+        u = used.get(t, [0, 0, 0])
+        out[t] = min(Fraction(u[r], caps[r]) / (share[r] / top) for r in range(3) if share[r] > 0)
+    return out
+
+
+def _as_brute(schedule):
+    return {j: (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb) for j, a in schedule.jobs.items()}
+
+
+def _lexicographic_brute(inst):
+    """(max over feasible schedules of the smallest progress, best worth among the schedules reaching it)."""
+    best = None
+    for total, sched, _load in feasible_schedules(inst):
+        level = min(_progress(inst, sched).values(), default=Fraction(0))
+        if best is None or (level, total) > best:
+            best = (level, total)
+    return best
+
+
+# --- the contract field ----------------------------------------------------------------------------
+
+
+def test_hug_is_a_version_2_value_and_bad_values_are_refused_by_name():
+    d = base_round()
+    d["version"] = 2
+    d["round"]["fairness"] = "hug"
+    inst = Instance.from_dict(d)
+    assert inst.round.fairness == "hug"
+    assert Instance.from_dict(inst.to_dict()).to_dict() == inst.to_dict()
+    d["version"] = 1
+    with pytest.raises(InputError) as e:
+        Instance.from_dict(d)
+    assert e.value.field == "version" and "round.fairness" in str(e.value)
+    d["version"] = 2
+    for bad in ("HUG", "hug2", 1):
+        d["round"]["fairness"] = bad
+        with pytest.raises(InputError) as e:
+            Instance.from_dict(d)
+        assert e.value.field == "round.fairness" and "'hug'" in str(e.value), bad
+
+
+# --- a round where DRF and HUG differ --------------------------------------------------------------
+
+
+def _lean_round(fairness):
+    """One node: 4 GPUs, 8 cores, 64 GB. Tenant a: two 1-GPU jobs demanding 4 cores per GPU that
+    run almost as fast on 1 core (1.0 vs 1.05); tenant b: two 1-GPU jobs demanding 1 core that run
+    3x as fast on 3. At fixed demand a's jobs hold half the cores each, so DRF counts a at share 1
+    with both jobs running, and worth then runs them on 1 core each (b takes 6 cores). HUG counts
+    those 2 cores: a's progress is 2/8 against its demand vector (1/2, 1, 1/4)."""
+    gb = {"mem_per_gpu_gb": [8]}
+    a = {"cpus_per_gpu": [1, 4], **gb, "throughput": [[1.0], [1.05]]}
+    b = {"cpus_per_gpu": [1, 2, 3], **gb, "throughput": [[1.0], [2.0], [3.0]]}
+    jobs = [{"id": f"{t}{i}", "gpus": 1, "weight": 1.0, "tenant": t, "profile": copy.deepcopy(p),
+             "demand": {"cpus_per_gpu": c, "mem_per_gpu_gb": 8}} for t, p, c in (("a", a, 4), ("b", b, 1)) for i in range(2)]
+    return Instance.from_dict({"version": 2, "name": "lean", "round": {"duration_s": 300, "fairness": fairness},
+                               "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 4, "cpus": 8, "mem_gb": 64}], "jobs": jobs})
+
+
+def test_hug_counts_the_cores_jobs_get_and_gives_the_lean_tenant_more_than_drf():
+    drf, hug = _lean_round("drf"), _lean_round("hug")
+    s, coef = hug_coefficients(hug)
+    assert all(den == 1 for rows in coef.values() for _r, _n, den in rows)  # exact on this round
+    res_d = solve_round(drf, solver="cpsat", time_limit=5, num_workers=1)
+    res_h = solve_round(hug, solver="cpsat", time_limit=5, num_workers=1)
+    assert res_d.status.value == res_h.status.value == "optimal" and res_h.stats["hug_level_proven"]
+
+    def cores(res, t):
+        return sum(a.gpus * a.cpus_per_gpu for j, a in res.schedule.jobs.items() if j.startswith(t))
+
+    # DRF: every job runs, a on 1 core each (shares a 1, b 1/2); its HUG progress a = 2/8
+    assert sorted(res_d.schedule.jobs) == ["a0", "a1", "b0", "b1"] and cores(res_d, "a") == 2
+    assert check_schedule(drf, res_d.schedule).dominant_shares == pytest.approx({"a": 1.0, "b": 0.5})
+    as_hug = _progress(hug, _as_brute(res_d.schedule))
+    assert as_hug == {"a": Fraction(1, 4), "b": Fraction(1, 2)}
+    assert hug_levels(hug, res_d.schedule.jobs) == {"a": s // 4, "b": s // 2}
+    # HUG: a gets 4 cores (one job at its demand point) and both tenants reach 1/2, the optimum
+    rep = check_schedule(hug, res_h.schedule)
+    assert not rep and cores(res_h, "a") >= 4
+    assert rep.hug_progress == pytest.approx({"a": 0.5, "b": 0.5})
+    assert res_h.stats["hug_min_progress"] == pytest.approx(0.5) and "hug_progress" in rep.to_dict()
+    level, worth = _lexicographic_brute(hug)
+    assert level == Fraction(1, 2) and res_h.objective == pytest.approx(worth) == pytest.approx(5.0)
+    assert res_d.objective > res_h.objective  # the price of counting a's cores
+    # extra cores beyond the demand ratio do not raise progress: b at 3 cores per GPU is still 1/2
+    assert _progress(hug, {"b0": ({"n0": 1}, 3, 8), "b1": ({"n0": 1}, 3, 8)})["b"] == Fraction(1, 2)
+    assert hug_level(hug, res_h.schedule.jobs) == s // 2
+
+
+def test_the_mip_solvers_refuse_hug_and_the_heuristics_report_their_progress():
+    inst = _lean_round("hug")
+    for m in ("scip", "cbc", "pulp", "maifs"):
+        with pytest.raises(InputError) as e:
+            solve_round(inst, solver=m, time_limit=1)
+        assert e.value.field == "solver" and "hug" in str(e.value) and "cpsat" in str(e.value), m
+    for m in HEURISTICS:
+        res = solve_round(inst, solver=m, time_limit=1)
+        assert res.stats["hug_min_progress"] == pytest.approx(min(check_schedule(inst, res.schedule).hug_progress.values())), m
+        assert "drf_min_share" not in res.stats
+
+
+# --- random tiny rounds: CP-SAT's lexicographic optimum equals brute force's -------------------------
+
+
+@st.composite
+def hug_rounds(draw):
+    d = draw(tiny_instance_dicts(max_nodes=2, max_jobs=4))
+    d["version"] = 2
+    d["round"]["fairness"] = "hug"
+    d["jobs"][0]["tenant"] = "a"
+    for j in d["jobs"][1:]:
+        t = draw(st.sampled_from(["b", "a", None]))
+        if t is not None:
+            j["tenant"] = t
+    return Instance.from_dict(d)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(hug_rounds())
+def test_cpsat_maximises_the_smallest_progress_then_worth(inst):
+    assume(search_size(inst) <= 3000)
+    s, coef = hug_coefficients(inst)
+    assert all(den == 1 for rows in coef.values() for _r, _n, den in rows)  # tiny rounds: exact levels
+    res = solve_round(inst, solver="cpsat", time_limit=2, num_workers=1)
+    rep = check_schedule(inst, res.schedule)
+    assert not rep
+    level, worth = _lexicographic_brute(inst)
+    got = min(_progress(inst, _as_brute(res.schedule)).values(), default=Fraction(0))
+    assert got <= level
+    assert hug_level(inst, res.schedule.jobs) == got * s  # an exact integer level
+    if res.stats.get("hug_level_proven"):
+        assert got == level, (got, level)
+    if res.status.value == "optimal":
+        assert res.stats.get("hug_level_proven", not coef)  # no tenant with a runnable job: no stage 1
+        assert res.objective == pytest.approx(worth, rel=1e-5, abs=1e-6)
+    assert res.stats["hug_min_progress"] == pytest.approx(float(got))
+    assert min(rep.hug_progress.values(), default=0.0) == pytest.approx(float(got))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(hug_rounds(), st.sampled_from(HEURISTICS))
+def test_heuristics_are_feasible_and_never_below_their_plain_schedules_progress(inst, method):
+    assume(search_size(inst) <= 3000)
+    res = solve_round(inst, solver=method, time_limit=1)
+    assert not check_schedule(inst, res.schedule)
+    level, _worth = _lexicographic_brute(inst)
+    got = min(_progress(inst, _as_brute(res.schedule)).values(), default=Fraction(0))
+    assert got <= level
+    assert res.stats["hug_min_progress"] == pytest.approx(float(got))
+    if method == "lns":  # starts from fungible-greedy's pick and never accepts a lower level
+        fg = solve_round(inst, solver="fungible-greedy", time_limit=1)
+        assert hug_level(inst, res.schedule.jobs) >= hug_level(inst, fg.schedule.jobs)
+        return
+    plain_inst = Instance.from_dict({**inst.to_dict(), "round": {k: v for k, v in inst.to_dict()["round"].items() if k != "fairness"}})
+    plain = solve_round(plain_inst, solver=method, time_limit=1)
+    assert hug_level(inst, res.schedule.jobs) >= hug_level(inst, plain.schedule.jobs)
+
+
+# --- the simulator ---------------------------------------------------------------------------------
+
+
+def test_cli_simulate_with_hug(tmp_path):
+    from optsched.cli import main
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored\n"
+                     "a,0,2000,4,1.0,,,vc1,,,,0\nb,0,2000,4,1.0,,,vc1,,,,0\nc,100,300,4,1.0,,,vc2,,,,0\n")
+    out = tmp_path / "out"
+    rc = main(["simulate", str(trace), "--cluster", "1x8", "--policy", "fifo", "--allocator", "fungible-greedy", "--time-limit", "1",
+               "-o", str(out), "--check", "--no-progress", "--fairness", "hug", "--restart", "0"])
+    assert rc == 0
+    doc = json.loads((out / "fifo-fungible-greedy-s0.metrics.json").read_text())
+    assert doc["run"]["round_policies"]["fairness"] == "hug" and doc["metrics"]["finished"] == 3
+    assert doc["metrics"]["preemptions"] == 1  # as under DRF: vc2's job takes one of vc1's two 4-GPU slots
