@@ -224,3 +224,24 @@ def test_cli_simulate_with_hug(tmp_path):
     doc = json.loads((out / "fifo-fungible-greedy-s0.metrics.json").read_text())
     assert doc["run"]["round_policies"]["fairness"] == "hug" and doc["metrics"]["finished"] == 3
     assert doc["metrics"]["preemptions"] == 1  # as under DRF: vc2's job takes one of vc1's two 4-GPU slots
+
+
+def test_the_leftover_pass_only_adds_cores_and_memory_in_a_hug_round():
+    from optsched.heuristics.common import Cluster
+    from optsched.heuristics.fungible_greedy import _redistribute
+
+    # one job on 1 GPU at (2 cores, 8 GB), throughput 2; (1, 32) gives 3 at fewer cores, (2, 32) 2.5
+    prof = {"cpus_per_gpu": [1, 2], "mem_per_gpu_gb": [8, 32], "throughput": [[1.0, 3.0], [2.0, 2.5]]}
+    for fairness, want in ((None, (1, 32)), ("hug", (2, 32))):
+        rnd = {"duration_s": 300, **({"fairness": fairness} if fairness else {})}
+        inst = Instance.from_dict({"version": 2, "name": "up", "round": rnd,
+                                   "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 1, "cpus": 2, "mem_gb": 32}],
+                                   "jobs": [{"id": "j", "gpus": 1, "weight": 1.0, "tenant": "a", "profile": prof,
+                                             "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 8}}]})
+        cl = Cluster(inst)
+        cl.take({"n0": 1}, 2, 8)
+        chosen = {"j": ({"n0": 1}, 2, 8)}
+        _redistribute(inst, cl, chosen, 2.0, 32.0, up_only=inst.round.fairness == "hug")
+        assert chosen["j"][1:] == want, fairness
+    res = solve_round(inst, solver="fungible-greedy", time_limit=1)
+    assert res.schedule.jobs["j"].point == (2, 32)

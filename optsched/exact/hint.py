@@ -6,7 +6,8 @@ Linear-ish in jobs x open nodes, so it also serves 1,024 nodes x 4,000 jobs in a
 2. other jobs, by best value per GPU, go whole to the first node of an allowed type (fastest
    type first) where a point within the node's per-GPU share fits; a job that fits no node
    whole is split over the nodes with most room, at its cheapest point;
-3. upgrade: each scheduled job moves to the best point its nodes' leftover room allows.
+3. upgrade: each scheduled job moves to the best point its nodes' leftover room allows (in a
+   HUG round one with no fewer cores and no less memory, so no tenant's progress falls).
 
 In a DRF or HUG round (``round.fairness``) ``drf_target`` admits the jobs of step 2 by
 progressive filling (:func:`optsched.heuristics.drf.progressive_fill`, the running jobs kept in
@@ -144,7 +145,8 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
     for d in order:
         place(d)
 
-    # 3. upgrade points with the leftovers, best value gain first
+    # 3. upgrade points with the leftovers, best value gain first (in a HUG round only upwards)
+    hug = instance.round.fairness == "hug"
     for _ in range(2):
         changed = False
         for j in sorted(placed, key=lambda j: (-data[j].best / data[j].job.gpus, j)):
@@ -153,7 +155,11 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
             old = d.points[p]
             cap_c = min((free_c[n] + g * old.cpus) / g for n, g in alloc.items())
             cap_m = min((free_m[n] + g * old.mem) / g for n, g in alloc.items())
-            q = best_point_within(d.points, cap_c, cap_m)
+            if hug:  # only more cores and memory: no tenant's progress falls
+                q = max((i for i, pt in enumerate(d.points) if old.cpus <= pt.cpus <= cap_c and old.mem <= pt.mem <= cap_m),
+                        key=lambda i: (d.points[i].throughput, -i), default=None)
+            else:
+                q = best_point_within(d.points, cap_c, cap_m)
             if q is not None and q != p and d.points[q].throughput > old.throughput:
                 for n, g in alloc.items():
                     free_c[n] += g * (old.cpus - d.points[q].cpus)

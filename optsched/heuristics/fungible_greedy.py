@@ -149,21 +149,23 @@ def _finish(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, i
     the placement, then the policy repair."""
     if has_elastic(instance):  # elastic gangs: spend free GPUs by marginal value
         grow(instance, cl, chosen, frozen)
-    _redistribute(instance, cl, chosen, cpg, mpg, pts_of)
+    _redistribute(instance, cl, chosen, cpg, mpg, pts_of, up_only=instance.round.fairness == "hug")
     jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
     s = Schedule(instance=instance.name, jobs=jobs)
     return repair(instance, s) if policy_families(instance) else s
 
 
 def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],
-                  cpg: float, mpg: float, pts_of: dict[str, list[tuple[int, int, float]]] | None = None) -> None:
+                  cpg: float, mpg: float, pts_of: dict[str, list[tuple[int, int, float]]] | None = None,
+                  up_only: bool = False) -> None:
     """Per job (heaviest marginal gain first, repeatedly): move to the eligible grid point with the
     largest value gain per unit of extra normalised resource that still fits, until none improves.
 
     A point ``(pc, pm)`` fits job ``j`` (holding ``k`` GPUs on node ``i`` at ``(c, m)``) when
     ``free_cpu[i] + c k >= pc k`` and likewise for memory on each of its nodes, i.e. when ``pc``
     and ``pm`` are at most the job's per-GPU headroom (integer division), computed once per job
-    and scan."""
+    and scan. With ``up_only`` (a HUG round) a job moves only to points with no fewer cores and
+    no less memory, so no tenant's progress falls."""
     by_node: dict[str, list[str]] = {}
     for j, (nodes, _, _) in chosen.items():
         for n in nodes:
@@ -189,7 +191,7 @@ def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[
                 cmax = min((cpu[i] + c * k) // k for i, k in where)
                 mmax = min((mem[i] + m * k) // k for i, k in where)
                 for pc, pm, ptp in pts_of[j]:
-                    if ptp <= tp * (1 + 1e-12) or pc > cmax or pm > mmax:
+                    if ptp <= tp * (1 + 1e-12) or pc > cmax or pm > mmax or up_only and (pc < c or pm < m):
                         continue
                     extra = max(1e-9, (pc - c) / cpg + (pm - m) / mpg)
                     ratio = w * (ptp - tp) / dtp / extra
@@ -218,6 +220,10 @@ class FungibleGreedy:
         pairs = {"fungible": _fungible_pair(instance, None, packing)}
         f = fixed_demand_schedule(instance, pack=False)
         pairs["fixed-demand"] = (f, None)
+        if instance.round.fairness == "hug":
+            # fixed-demand's pick (its progressive fill at demand points) completed: more jobs
+            # around it and the leftover pass, which only add GPUs, cores and GB (progress kept)
+            pairs["fixed-demand-leftover"] = _fungible_pair(instance, f, False)
         if has_elastic(instance):  # elastic gangs: also the value-per-GPU knapsack
             pairs["density"] = _fungible_pair(instance, None, False, knapsack=True)
         if fair_round(instance):  # DRF/HUG: progressive filling, ranked by (smallest share or progress, worth)
