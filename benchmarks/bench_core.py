@@ -73,12 +73,14 @@ def run(classes: list[str], seeds: int, workers: int, time_limit: float, methods
         inst = make_instance(cls, nodes, jobs, seed, variant)
         for solver in methods:
             opts = {"num_workers": workers, **(cpsat_options or {})} if solver == "cpsat" else {}
+            # "auto": what solve_round(method="auto") picks (cpsat+maifs on medium rounds, maifs on large)
+            how = {"method": "auto"} if solver == "auto" else {"solver": solver}
             t0 = time.perf_counter()
-            res = solve_round(inst, solver=solver, time_limit=time_limit, seed=seed, **opts)
+            res = solve_round(inst, time_limit=time_limit, seed=seed, **how, **opts)
             wall = time.perf_counter() - t0
             row = {
                 "class": cls, "variant": variant, "nodes": nodes, "jobs": jobs, "seed": seed, "solver": solver,
-                "status": res.status.value, "objective": round(res.objective, 6),
+                "ran": res.solver, "status": res.status.value, "objective": round(res.objective, 6),
                 "bound": None if res.bound is None else round(res.bound, 6),
                 "gap": None if res.gap is None else round(res.gap, 6), "time_s": round(wall, 3),
                 "hint_objective": res.stats.get("hint_objective"), "variables": res.stats.get("variables"),
@@ -108,7 +110,7 @@ def summarise(rows: list[dict]) -> str:
         if r["class"] == "medium" and r["bound"] is not None:
             key = (r["variant"], r["nodes"], r["seed"])
             bounds[key] = min(bounds.get(key, float("inf")), r["bound"])
-    for solver in ("cpsat", "lns"):
+    for solver in ("cpsat", "lns", "auto"):
         med = [r for r in rows if r["class"] == "medium" and r["solver"] == solver]
         # gap against the best proven bound on the same round (cpsat's or lns's LP bound)
         gaps = [100 * max(0.0, b - r["objective"]) / max(b, 1e-9) for r in med
@@ -118,7 +120,7 @@ def summarise(rows: list[dict]) -> str:
         if gaps:
             out.append(f"medium {solver}: gap median {statistics.median(gaps):.3f}%  max {max(gaps):.3f}%  ({len(med)} runs)"
                        "   (target: <= 0.5 % at 10 s)")
-    for solver in ("cpsat", "lns"):
+    for solver in ("cpsat", "lns", "auto"):
         large = [r for r in rows if r["class"] == "large" and r["solver"] == solver]
         if large:
             ok = sum(r["objective"] > 0 for r in large)
@@ -150,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=3, help="instances per shape (large: always 1)")
     ap.add_argument("--workers", type=int, default=2, help="CP-SAT workers (the targets are for 2 cores)")
     ap.add_argument("--time-limit", type=float, default=10.0)
-    ap.add_argument("--methods", nargs="+", default=["cpsat", "lns"])
+    ap.add_argument("--methods", nargs="+", default=["cpsat", "lns"],
+                    help='registered solvers, or "auto" for solve_round(method="auto")')
     ap.add_argument("--variants", nargs="+", default=["base", "mixed"], choices=["base", "mixed"])
     ap.add_argument("--cpsat-options", type=json.loads, default=None,
                     help='extra cpsat options as JSON, e.g. \'{"lifted_rows": true, "cp_params": {"symmetry_level": 4}}\'')
