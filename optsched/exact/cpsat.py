@@ -65,6 +65,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "bound_worker": True,  # with an lns stage: the configuration-LP bound in a child process (optsched.mip.bound_worker)
     "lp_fallback": True,  # when CP-SAT proves nothing, the LP bound (time kept for it); lns's sub-problems skip it
     "config_fixing": True,  # rounds without an lns stage: CP-SAT unproven after FIXING_AFTER_S -> reduced-cost fixing, re-solve
+    "usage_floor": None,  # [(job ids, r, amount)]: those jobs hold >= amount of resource r (0 GPUs, 1 cores, 2 GB); lns under HUG
 }
 
 #: CP-SAT worker portfolios (``portfolio`` option). "proof": both workers search the full model
@@ -152,6 +153,10 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise InputError("deterministic_time", dt, "must be a positive number")
     if opts["portfolio"] not in PORTFOLIOS:
         raise InputError("portfolio", opts["portfolio"], f"unknown portfolio; known: {sorted(PORTFOLIOS)}")
+    floor = opts["usage_floor"]
+    if floor is not None and (not isinstance(floor, (list, tuple)) or any(
+            not isinstance(row, (list, tuple)) or len(row) != 3 or row[1] not in (0, 1, 2) or not isinstance(row[2], int) for row in floor)):
+        raise InputError("usage_floor", floor, "must be a list of (job ids, resource 0/1/2, integer amount)")
     cp = opts["cp_params"]
     if cp is not None:
         if not isinstance(cp, dict):
@@ -539,6 +544,27 @@ class RoundModel:
             if sizes is not None:
                 self.model.add_linear_expression_in_domain(var, cp_model.Domain.from_values([0, *sizes]))
 
+    def add_usage_floor(self, rows: list[tuple[Any, int, int]]) -> None:
+        """Option ``usage_floor``: per ``(job ids, r, amount)``, the GPUs (r = 0), cores (1) or GB (2)
+        those jobs hold at their modes' points sum to at least ``amount`` (lns under HUG: what keeps
+        every tenant's progress level, given what it holds outside the neighbourhood)."""
+        if self.elastic is not None:
+            owner = [self.elastic.original.jobs[self.elastic.origin[d.index]].id for d in self.data]
+        else:
+            owner = [d.job.id for d in self.data]
+        modes = [(j, p, v) for (j, _t, p), v in self.z.items()] + [(j, p, v) for (j, p), v in self.h.items()] \
+            + [(j, p, v) for (j, _t, p), v in self.sp.items()]
+        for ids, r, amount in rows:
+            want = set(ids)
+            terms = []
+            for j, p, v in modes:
+                if owner[j] in want:
+                    g, pt = self.data[j].job.gpus, self.data[j].points[p]
+                    a = (g, g * pt.cpus, g * pt.mem)[r]
+                    if a:
+                        terms.append((a, v))
+            self.model.add(cp_model.LinearExpr.weighted_sum([v for _a, v in terms], [a for a, _v in terms]) >= amount)
+
     def add_node_symmetry(self) -> None:
         """Interchangeable nodes are used in non-increasing order of (GPUs, cores) used."""
         for cls in node_classes(self.instance):
@@ -749,6 +775,8 @@ def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts
         add_policy_constraints(m, forced)
     if fixing is not None:
         m.add_config_fixing(fixing)
+    if opts["usage_floor"]:
+        m.add_usage_floor(opts["usage_floor"])
     if opts["type_cuts"]:
         m.add_type_capacity()
     if opts["node_symmetry"]:
@@ -800,7 +828,8 @@ class CpSatSolver:
         # elastic jobs (contract v2): the model is built on the rigid round of their size variants
         exp = expand(instance) if has_elastic(instance) else None
         model_inst = instance if exp is None else exp.instance
-        data = job_data(model_inst)
+        # a usage floor needs every point: the hint's (a dominated one, in a HUG round) must stay feasible
+        data = job_data(model_inst, prune=False if opts["usage_floor"] else None)
         scale = make_scale(model_inst, data)
         candidates = []
         if hint is not None:
@@ -950,6 +979,9 @@ class CpSatSolver:
         stats.update(cpsat_status=solver.status_name(code), wall_s=solver.wall_time,
                      deterministic_s=solver.deterministic_time + stats.get("stage1_deterministic_s", 0.0),
                      branches=solver.num_branches, conflicts=solver.num_conflicts)
+        if code == cp_model.INFEASIBLE and opts["usage_floor"]:  # the floor is the caller's: no schedule keeps it
+            stats["usage_floor_infeasible"] = True
+            return Result(incumbent, Status.FEASIBLE, incumbent_value, None, self.name, "exact", time.perf_counter() - start, stats)
         if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
             raise RuntimeError(f"cpsat: the round model is {solver.status_name(code)} for {instance.name} (a bug: the empty schedule is feasible)")
         status = _STATUS[code]

@@ -102,14 +102,15 @@ class JobData:
         return max(self.base.values(), default=0.0)
 
 
-def job_data(instance: Instance) -> list[JobData]:
-    """Per-job preprocessing, in instance order."""
+def job_data(instance: Instance, prune: bool | None = None) -> list[JobData]:
+    """Per-job preprocessing, in instance order (``prune``: drop dominated points; default: except
+    in a HUG round)."""
     present = {n.gpu_type for n in instance.nodes if n.gpus > 0}
     out = []
     for i, job in enumerate(instance.jobs):
         types = [t for t in instance.gpu_types if t in present and job.speed(t) is not None]
         types.sort(key=lambda t: -float(job.speed(t) or 0.0))
-        points = pareto_points(job, instance.round.fair, prune=instance.round.fairness != "hug")
+        points = pareto_points(job, instance.round.fair, prune=instance.round.fairness != "hug" if prune is None else prune)
         base = {}
         for t in types:
             for p, pt in enumerate(points):

@@ -36,8 +36,11 @@ from optsched.heuristics.neighbourhoods import linked_nodes, node_state, random_
 from optsched.model import Instance, Job, Node, Round
 from optsched.result import Result, Status
 from optsched.round_policies import (
+    DRF_NO_TENANT,
     deadline_misses,
     fair_level,
+    hug_coefficients,
+    hug_usage,
     packing_choice,
     policy_families,
     policy_feasible,
@@ -175,6 +178,30 @@ def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], ex
     return Instance(f"{instance.name}/lns", nodes, tuple(jobs), rnd), ids
 
 
+def hug_floor(instance: Instance, schedule: Schedule, ids: list[str], level: int) -> list[tuple[tuple[str, ...], int, int]]:
+    """The usage floors (CP-SAT option ``usage_floor``) under which any schedule of the
+    neighbourhood ``ids`` keeps every tenant's HUG level at least ``level`` (the rest of
+    ``schedule`` unchanged): per tenant t and resource r of :func:`hug_coefficients`, its jobs in
+    ``ids`` hold at least ``ceil(level den / num)`` less what t holds outside them."""
+    _s, coef = hug_coefficients(instance)
+    tenant_of = {j.id: (j.tenant if j.tenant is not None else DRF_NO_TENANT) for j in instance.jobs}
+    inside = set(ids)
+    outside: dict[str, list[int]] = {t: [0, 0, 0] for t in coef}
+    for j, a in schedule.jobs.items():
+        row = outside.get(tenant_of[j])
+        if row is not None and j not in inside:
+            for r, x in enumerate(hug_usage(a)):
+                row[r] += x
+    rows = []
+    for t, cs in coef.items():
+        mine = tuple(j for j in ids if tenant_of[j] == t)
+        for r, num, den in cs:
+            need = -(-level * den // num) - outside[t][r] if num > 0 else 0
+            if need > 0 and mine:
+                rows.append((mine, r, need))
+    return rows
+
+
 class LargeNeighbourhoodSearch:
     """``lns``: CP-SAT re-optimisation of node neighbourhoods, seeded by greedy (or the hint).
 
@@ -204,6 +231,7 @@ class LargeNeighbourhoodSearch:
         values = [schedule_value(instance, s) for _, s in starts]
         misses = [len(deadline_misses(instance, s)) if policies else 0 for _, s in starts]
         drf = fair_round(instance)  # DRF/HUG: candidates rank by (smallest dominant share or progress, worth)
+        hug = instance.round.fairness == "hug"
         levels = [fair_level(instance, s.jobs) if drf else 0 for _, s in starts]
         best = max(range(len(starts)), key=lambda i: (-misses[i], levels[i], values[i]))  # fewer deadline misses first
         incumbent, value, level = starts[best][1], values[best], levels[best]
@@ -260,8 +288,10 @@ class LargeNeighbourhoodSearch:
             if budget <= 0.02:
                 break
             # no LP bound per sub-problem: it is not used, and CP-SAT would keep 0.3 s of each sub-problem for it
+            # under HUG the neighbourhood keeps what each tenant needs there to hold the level
+            floor = {"usage_floor": hug_floor(instance, incumbent, ids, level)} if hug else {}
             res = sub.solve(sub_inst, time_limit=budget, seed=rng.randrange(2**31), hint=sub_hint,
-                            num_workers=opts["num_workers"], greedy_hint=False, lp_fallback=False)
+                            num_workers=opts["num_workers"], greedy_hint=False, lp_fallback=False, **floor)
             # adapt: grow the neighbourhood while sub-problems are proven quickly, shrink when not
             if res.status is Status.OPTIMAL and res.time_s < budget / 2:
                 size = min(size + 1, len(all_nodes))
