@@ -164,6 +164,9 @@ def hug_rounds(draw):
         t = draw(st.sampled_from(["b", "a", None]))
         if t is not None:
             j["tenant"] = t
+    for j in d["jobs"]:  # elastic demands: the round picks the gang size too (progress counts what it got)
+        if "placement" not in j and j["gpus"] <= 2 and draw(st.booleans()):
+            j["elastic"] = {"gpus": [j["gpus"], 2 * j["gpus"]], "scaling": [1.0, draw(st.floats(1.0, 2.0))]}
     return Instance.from_dict(d)
 
 
