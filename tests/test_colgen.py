@@ -166,3 +166,47 @@ def test_lns_bound_option_is_checked():
         LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound="config")
     assert e.value.field == "bound"
     assert LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound="lp").bound is not None
+
+
+def test_a_bound_worker_started_early_is_used_and_stopped_by_cpsat(monkeypatch):
+    """cpsat.start_bound_worker: a caller (cpsat+maifs) starts the worker before its own hint;
+    cpsat then starts none of its own, reports the worker's bound and stops the child."""
+    import time
+
+    from optsched.exact.cpsat import start_bound_worker
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.mip import bound_worker
+    from optsched.solve import solve_round
+
+    inst = generate(16, 80, seed=1, **SIZE_CLASSES["medium"].options)  # 1,280 cells: an lns stage
+    early = start_bound_worker(inst, 6.0)
+    assert isinstance(early, bound_worker.BoundWorker)
+    started = []
+
+    class Recording(bound_worker.BoundWorker):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0].name)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(bound_worker, "BoundWorker", Recording)
+    time.sleep(0.5)  # the caller's own work
+    res = solve_round(inst, solver="cpsat", time_limit=5.5, seed=0, bound_worker=early)
+    assert started == []
+    assert early._proc.poll() is not None  # collected: the child is gone
+    assert "bound_worker_done" in res.stats and res.stats["lp_bound"] is not None
+    assert res.bound is not None and res.objective - 1e-6 <= res.bound <= res.stats["lp_bound"] + 1e-6
+
+
+def test_start_bound_worker_only_where_cpsat_would_start_one():
+    from optsched.errors import InputError
+    from optsched.exact.cpsat import start_bound_worker
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.solve import solve_round
+
+    small = generate(4, 12, seed=0, **SIZE_CLASSES["small"].options)  # no lns stage
+    assert start_bound_worker(small, 10.0) is None
+    medium = generate(16, 80, seed=1, **SIZE_CLASSES["medium"].options)
+    assert start_bound_worker(medium, 1.0) is None  # too little time for the configuration LP
+    with pytest.raises(InputError) as e:
+        solve_round(small, solver="cpsat", time_limit=1.0, seed=0, bound_worker="yes")
+    assert e.value.field == "bound_worker"

@@ -46,7 +46,7 @@ from optsched.round_policies import (
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
-__all__ = ["CpSatSolver", "RoundModel", "OutOfTime"]
+__all__ = ["CpSatSolver", "RoundModel", "OutOfTime", "start_bound_worker"]
 
 #: options :meth:`CpSatSolver.solve` accepts, with their defaults
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -62,7 +62,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "split_cuts": False,  # linear rows tying a split job's node count, modes and penalty (LP strength)
     "portfolio": "auto",  # "proof" (two LP workers), "default" (CP-SAT's), "auto": proof with 2 workers and no lns stage
     "cp_params": None,  # CP-SAT parameter overrides, e.g. {"symmetry_level": 4} (for experiments)
-    "bound_worker": True,  # with an lns stage: the configuration-LP bound in a child process (optsched.mip.bound_worker)
+    "bound_worker": True,  # with an lns stage: the configuration-LP bound in a child process (optsched.mip.bound_worker); or one already started (start_bound_worker)
     "lp_fallback": True,  # when CP-SAT proves nothing, the LP bound (time kept for it); lns's sub-problems skip it
     "config_fixing": True,  # rounds without an lns stage: CP-SAT unproven after FIXING_AFTER_S -> reduced-cost fixing, re-solve
     "usage_floor": None,  # [(job ids, r, amount)]: those jobs hold >= amount of resource r (0 GPUs, 1 cores, 2 GB); lns under HUG
@@ -148,6 +148,9 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     share = opts["lns_share"]
     if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1):
         raise InputError("lns_share", share, "must be a number in [0, 1)")
+    bw = opts["bound_worker"]
+    if not isinstance(bw, bool) and not callable(getattr(bw, "collect", None)):
+        raise InputError("bound_worker", bw, "must be true, false or a started BoundWorker (cpsat.start_bound_worker)")
     dt = opts["deterministic_time"]
     if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or dt <= 0):
         raise InputError("deterministic_time", dt, "must be a positive number")
@@ -809,6 +812,36 @@ def _not_worse(a: tuple, b: tuple) -> bool:
 _STATUS = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.TIME_LIMIT, cp_model.UNKNOWN: Status.TIME_LIMIT}
 
 
+def _lns_share(instance: Instance, share: float | None) -> float:
+    """The share of the time for the lns warm start (option ``lns_share``; None: by size)."""
+    if share is not None:
+        return share
+    cells = len(instance.jobs) * len(instance.nodes)
+    return 0.97 if cells > LNS_MOSTLY_FROM_CELLS else 0.7 if cells > LNS_FROM_CELLS else 0.0
+
+
+def _bound_worker(instance: Instance, deadline: float, schedules: list[Schedule]) -> Any:
+    """A started bound worker ending at ``deadline`` (less the LP fallback's time), or None where
+    cpsat starts none: too little time left, or a round the configuration LP does not handle."""
+    from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
+
+    if deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
+        return BoundWorker(instance, max(0.0, deadline - time.perf_counter() - _LP_BOUND_S), schedules)
+    return None
+
+
+def start_bound_worker(instance: Instance, time_limit: float, schedules: list[Schedule] | None = None) -> Any:
+    """Start now the bound worker a ``cpsat`` call of ``time_limit`` seconds on ``instance`` would
+    start after its greedy hints (None where it would start none: no lns stage, too little time,
+    a round the configuration LP does not handle). Pass it as ``bound_worker=`` to that call: a
+    caller that spends the first part of the time limit on its own hint (``cpsat+maifs``) gives
+    the configuration LP that time too. The call collects (stops) it."""
+    if _lns_share(instance, None) == 0:
+        return None
+    deadline = time.perf_counter() + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
+    return _bound_worker(instance, deadline, list(schedules or []))
+
+
 class CpSatSolver:
     """``cpsat``: the integrated formulation, solved exactly by CP-SAT with a complete greedy hint.
 
@@ -844,19 +877,16 @@ class CpSatSolver:
 
                 greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
             candidates += [s for _name, s in greedy]
-        share = opts["lns_share"]
-        if share is None:
-            cells = len(instance.jobs) * len(instance.nodes)
-            share = 0.97 if cells > LNS_MOSTLY_FROM_CELLS else 0.7 if cells > LNS_FROM_CELLS else 0.0
+        share = _lns_share(instance, opts["lns_share"])
         lp_bound = None
-        worker = None
+        # a worker the caller started earlier (start_bound_worker) is used and collected like our own
+        worker = None if isinstance(opts["bound_worker"], bool) else opts["bound_worker"]
         if share > 0:
             from optsched.heuristics.lns import LargeNeighbourhoodSearch
-            from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
 
-            if opts["bound_worker"] and deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
+            if worker is None and opts["bound_worker"]:
                 # the configuration-LP bound on the core lns leaves free (else lns computes the LP bound)
-                worker = BoundWorker(instance, max(0.0, deadline - time.perf_counter() - _LP_BOUND_S), candidates)
+                worker = _bound_worker(instance, deadline, candidates)
             # a share of what is left: preparing a 1,024 x 4,000 round (greedy hint, job data) takes ~1 s
             lns_limit = share * max(0.0, deadline - time.perf_counter())
             # lns reports a bound only without our worker, and starts none of its own if we may not

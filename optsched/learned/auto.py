@@ -1,7 +1,9 @@
 """The learned policy inside ``method="auto"`` (:func:`optsched.solve.choose_auto`).
 
 - :class:`WarmCpSat` (``cpsat+maifs``): CP-SAT warm-started with the policy's schedule (a complete
-  hint; with a caller's hint, the better of the two). Exact: CP-SAT's bound is kept.
+  hint; with a caller's hint, the better of the two). Exact: CP-SAT's bound is kept. The bound
+  worker ``cpsat`` would start (configuration LP in a child process) starts before the policy,
+  so the bound gets the whole time limit.
 
 - :class:`TimedLearned` (``maifs``): the policy (its greedy decode, then the price-guided repair
 of :mod:`optsched.learned.repair`), above the exact threshold. Seeding ``lns`` with the policy's
@@ -42,10 +44,16 @@ class WarmCpSat:
     name = "cpsat+maifs"
 
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
-        from optsched.exact.cpsat import CpSatSolver
+        from optsched.exact.cpsat import CpSatSolver, start_bound_worker
 
         start = time.perf_counter()
         weights = options.pop("weights", None)
+        if options.get("bound_worker", True) is True:
+            # the configuration LP runs beside the policy too, not only after it (the policy takes
+            # up to a quarter of the time, on one core)
+            worker = start_bound_worker(instance, time_limit, [] if hint is None else [hint])
+            if worker is not None:
+                options["bound_worker"] = worker
         # the hint may use at most a quarter of the time (the decoder stops placing jobs past it)
         policy, value = _policy(instance, start + 0.25 * time_limit, weights)
         t_policy = time.perf_counter() - start
