@@ -139,8 +139,14 @@ def test_hug_counts_the_cores_jobs_get_and_gives_the_lean_tenant_more_than_drf()
     assert hug_level(hug, res_h.schedule.jobs) == s // 2
 
 
-def test_the_mip_solvers_refuse_hug_and_the_heuristics_report_their_progress():
+def test_the_mip_solvers_refuse_hug_and_the_heuristics_report_their_progress(tmp_path, capsys):
+    from optsched.cli import main
+
     inst = _lean_round("hug")
+    src = tmp_path / "hug.json"
+    src.write_text(json.dumps(inst.to_dict()))
+    assert main(["export", str(src), "--format", "lp", "-o", str(tmp_path / "hug.lp")]) == 2  # the MIP does not model it
+    assert "hug" in capsys.readouterr().err and not (tmp_path / "hug.lp").exists()
     for m in ("scip", "cbc", "pulp", "maifs"):
         with pytest.raises(InputError) as e:
             solve_round(inst, solver=m, time_limit=1)
