@@ -31,7 +31,10 @@ the GPUs idle). The repair rebuilds the round around prices:
 
 :func:`improve` runs this from a decoded state and keeps whichever of the two schedules is worth
 more, so it never lowers the objective; then every node's single-node jobs get the node's best
-mix of grid points (:func:`repoint_nodes`, an exact small knapsack per node). Every placement checks capacities: the result is
+mix of grid points (:func:`repoint_nodes`, an exact small knapsack per node), waiting gangs are
+split over nodes they share with small jobs where that pays for the co-located jobs' lower points
+(:func:`squeeze_gangs`), and jobs move to nodes where they are worth more (:func:`relocate`; the
+nodes these touched get their best mix again). Every placement checks capacities: the result is
 feasible by construction (tests check it with the independent checker). All steps are numpy
 over jobs, nodes and grid points, with O(jobs) Python steps: about 0.3 s for 4,000 jobs on
 1,024 nodes.
@@ -51,7 +54,7 @@ from optsched.model import Instance
 
 __all__ = [
     "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "node_knapsack", "option_table", "polish", "price_repack", "relocate",
-    "repoint_nodes", "resource_prices", "squeeze_in", "state_value", "upgrade_points",
+    "repoint_nodes", "resource_prices", "squeeze_gangs", "squeeze_in", "state_value", "upgrade_points",
 ]
 
 
@@ -810,6 +813,158 @@ def squeeze_in(instance: Instance, feats: RoundFeatures, st: _State, *, max_node
     return admitted
 
 
+def _remix(feats: RoundFeatures, st: _State, n: int, c: int, m: int, residents: list[int],
+           mult: dict[int, float]) -> tuple[float, dict[int, int]] | None:
+    """What it costs to leave ``c`` cores and ``m`` GB free on node ``n`` by re-choosing the grid
+    points of its single-node jobs ``residents`` (their best mix in what is left,
+    :func:`node_knapsack`): ``(value lost, {job: new point})``, or ``None`` when they cannot."""
+    if not residents:
+        return None
+    ok = feats.point_ok & feats.point_mask
+    pts = [np.flatnonzero(ok[i]) for i in residents]
+    g = [int(feats.gpus[i]) for i in residents]
+    cur = sum(float(feats.point_value[i, st.point[i]]) * mult[i] for i in residents)
+    cap_c = int(st.free_c[n]) + sum(int(feats.point_c[i, st.point[i]]) * k for i, k in zip(residents, g, strict=True)) - c
+    cap_m = int(st.free_m[n]) + sum(int(feats.point_m[i, st.point[i]]) * k for i, k in zip(residents, g, strict=True)) - m
+    res = node_knapsack([feats.point_value[i, p] * mult[i] for i, p in zip(residents, pts, strict=True)],
+                        [feats.point_c[i, p] * k for i, p, k in zip(residents, pts, g, strict=True)],
+                        [feats.point_m[i, p] * k for i, p, k in zip(residents, pts, g, strict=True)], cap_c, cap_m)
+    if res is None:
+        return None
+    return cur - res[0], {i: int(p[o]) for i, p, o in zip(residents, pts, res[1], strict=True)}
+
+
+def _even_parts(g: int, k: int) -> list[int]:
+    """``g`` GPUs over ``k`` nodes as evenly as possible, largest parts first."""
+    return [g // k + (1 if i < g % k else 0) for i in range(k)]
+
+
+def squeeze_gangs(instance: Instance, feats: RoundFeatures, st: _State, *, max_nodes: int = 16, extra_nodes: int = 0,
+                  deadline: float | None = None) -> int:
+    """Admit waiting multi-GPU jobs split over nodes that also hold other jobs: the gang spreads
+    evenly over ``k`` nodes of one GPU type with free GPUs (at most ``G - 1`` GPUs on each, ``k``
+    from the fewest such nodes to ``extra_nodes`` more; worth times its spread factor to the
+    ``k - 1``), and on each node the cores and memory its part needs are freed by moving co-located
+    single-node jobs down their grid (:func:`_freeing_plan`, as :func:`squeeze_in` does for one
+    node). For each waiting job, most valuable per GPU first, over its types, node counts and grid
+    points, the cheapest nodes (those with room first, then the ``max_nodes`` with the most room)
+    give the admission with the largest net gain (its worth minus what the downgrades lose),
+    applied when positive. Returns the number of jobs admitted."""
+    placed = np.zeros(feats.n_jobs, dtype=bool)
+    placed[list(st.where)] = True
+    waiting = np.flatnonzero(~placed & (feats.gpus >= 2))
+    if waiting.size == 0 or int(st.free_g.max(initial=0)) == 0:
+        return 0
+    residents: dict[int, list[int]] = {}
+    for j, w in st.where.items():
+        if len(w) == 1:
+            residents.setdefault(next(iter(w)), []).append(j)
+    mult = {j: _multiplier(instance, feats, j, w) for j, w in st.where.items()}
+    ok_pts = feats.point_ok & feats.point_mask
+    types = np.unique(feats.node_type)
+    plans: dict[int, dict[tuple[int, int], tuple[float, dict[int, int]] | None]] = {}  # node -> (cores, GB) needed -> plan
+    options: dict[tuple[int, int, int, int], list[tuple[float, int, int, dict[int, int]]]] = {}  # (type, GPUs, cores, GB) -> options
+    big = np.iinfo(np.int64).max
+    lean_c = np.where(ok_pts, feats.point_c, big).min(axis=1)  # each job's fewest cores and GB a GPU
+    lean_m = np.where(ok_pts, feats.point_m, big).min(axis=1)
+
+    def freeable(n: int, lean: np.ndarray) -> int:
+        """What node ``n``'s single-node jobs free of one resource at their leanest points."""
+        use = feats.point_c if lean is lean_c else feats.point_m
+        return sum(int(feats.gpus[i]) * int(use[i, st.point[i]] - lean[i]) for i in residents.get(n, []))
+
+    def option(n: int, h: int, c: int, m: int) -> tuple[float, int, int, dict[int, int]] | None:
+        """(cost, free GPUs, node, downgrades) of ``h`` GPUs at ``c`` cores and ``m`` GB a GPU on node ``n``."""
+        need_c, need_m = c * h - int(st.free_c[n]), m * h - int(st.free_m[n])
+        if need_c <= 0 and need_m <= 0:
+            return 0.0, int(st.free_g[n]), n, {}
+        got = plans.setdefault(n, {})
+        if (c * h, m * h) not in got:
+            if need_c > freeable(n, lean_c) or need_m > freeable(n, lean_m):
+                got[(c * h, m * h)] = None  # even every resident at its leanest point leaves too little
+            else:
+                got[(c * h, m * h)] = _remix(feats, st, n, c * h, m * h, residents.get(n, []), mult)
+        pl = got[(c * h, m * h)]
+        return None if pl is None else (pl[0], int(st.free_g[n]), n, pl[1])
+
+    def options_for(t: int, h: int, c: int, m: int) -> list[tuple[float, int, int, dict[int, int]]]:
+        """The options of the nodes of type ``t`` for ``h`` GPUs at ``c`` cores and ``m`` GB a GPU,
+        cheapest first (then fewest free GPUs): every node with room, and of the others the
+        ``max_nodes`` with the most room whose residents can move down far enough."""
+        key = (t, h, c, m)
+        if key not in options:
+            cand = np.flatnonzero((feats.node_type == t) & (st.free_g >= h))
+            room = (np.minimum(st.free_c[cand] - c * h, 0) / np.maximum(feats.node_cpus[cand], 1)
+                    + np.minimum(st.free_m[cand] - m * h, 0) / np.maximum(feats.node_mem[cand], 1))
+            short = room < 0
+            picked = np.concatenate([cand[~short], cand[short][np.argsort(-room[short], kind="stable")[:max_nodes]]])
+            opts = [o for o in (option(int(n), h, c, m) for n in picked) if o is not None]
+            options[key] = sorted(opts, key=lambda o: o[:3])
+        return options[key]
+
+    top = _top_worth(feats, waiting)
+    admitted = 0
+    for j in waiting[np.argsort(-top / feats.gpus[waiting], kind="stable")]:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        j = int(j)
+        g = int(feats.gpus[j])
+        allowed = feats.speed[j] > 0
+        if int(st.free_g[allowed].sum()) < g:
+            continue
+        pts = np.flatnonzero(ok_pts[j])
+        pts = pts[np.argsort(-feats.point_value[j, pts], kind="stable")]
+        sf = instance.jobs[j].spread_factor
+        best: tuple[float, dict[int, int], int, list[dict[int, int]]] | None = None
+        for t in types:
+            on_t = allowed & (feats.node_type == t)
+            G = int(feats.node_gpus[on_t].max(initial=0))
+            if G < 2 or int(st.free_g[on_t].sum()) < g:
+                continue
+            top_t = float(feats.speed[j, on_t].max())
+            k0 = max(2, -(-g // (G - 1)))
+            for k in range(k0, min(k0 + extra_nodes, g) + 1):
+                parts = _even_parts(g, k)
+                for p in pts:
+                    p = int(p)
+                    if best is not None and float(feats.point_value[j, p]) * top_t * sf ** (k - 1) <= best[0]:
+                        break  # points by worth: no later one can win
+                    c, m = int(feats.point_c[j, p]), int(feats.point_m[j, p])
+                    chosen: dict[int, int] = {}
+                    freeing: list[dict[int, int]] = []
+                    cost = 0.0
+                    for h in sorted(set(parts), reverse=True):
+                        need = parts.count(h)
+                        for o in options_for(int(t), h, c, m):
+                            if need == 0:
+                                break
+                            if o[2] not in chosen and allowed[o[2]]:
+                                chosen[o[2]] = h
+                                freeing.append(o[3])
+                                cost += o[0]
+                                need -= 1
+                        if need:
+                            break
+                    else:
+                        gain = float(feats.point_value[j, p]) * _multiplier(instance, feats, j, chosen) - cost
+                        if gain > 1e-9 and (best is None or gain > best[0]):
+                            best = (gain, chosen, p, freeing)
+        if best is None:
+            continue
+        _, chosen, p, freeing = best
+        for plan in freeing:
+            for i, q in plan.items():
+                _repoint(st, feats, i, q)
+        _place_on(st, feats, j, chosen, p)
+        for n in chosen:  # only the chosen nodes changed (other nodes' plans stay valid) ...
+            plans.pop(n, None)
+        t = int(feats.node_type[next(iter(chosen))])
+        for key in [key for key in options if key[0] == t]:  # ... but which nodes have the most room may have too
+            del options[key]
+        admitted += 1
+    return admitted
+
+
 def relocate(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: int = 400) -> int:
     """Move single-node jobs to another node where they are worth more (a faster GPU type, a
     better grid point the room there allows, or back to the node a running job holds now, which
@@ -862,8 +1017,10 @@ def relocate(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: 
     return moved
 
 
-#: :func:`relocate` runs on rounds of at most this many nodes x jobs (the simulator's and medium
-#: rounds: +1.6 % worth on 17 busy Alibaba rounds; at 1,024 x 4,000 it gained 0.03 % for 0.2 s)
+#: :func:`polish` runs :func:`relocate` and the per-node mixes on rounds of at most this many
+#: nodes x jobs (the simulator's and medium rounds: +1.6 % worth on 17 busy Alibaba rounds); on
+#: larger ones :func:`improve` runs them once, on the state it keeps (0.04 s for relocate on the
+#: 1,024 x 4,000 library rounds)
 RELOCATE_CELLS = 16_384
 
 
@@ -916,8 +1073,12 @@ def improve(
     (moves that only raise its worth; default: up to :data:`RELOCATE_CELLS` nodes x jobs). ``use_targets``: the base's grid points are the repacks'
     preferred points. No repack starts that would end past ``deadline`` (a :func:`time.perf_counter` value),
     the first expected to take ``first_estimate`` seconds, the others as long as the one before.
+    The state kept then gets :func:`squeeze_gangs` and, above :data:`RELOCATE_CELLS` (where
+    :func:`polish` leaves them to here), the per-node mixes (:func:`repoint_nodes`) and
+    :func:`relocate` first and last on the nodes these moves touched; all only raise its worth.
     ``stats`` receives ``repair_base_objective``, ``repair_s``, ``repair_tried`` (per repack:
-    parameters, objective, dual value, seconds) and ``repair_used``."""
+    parameters, objective, dual value, seconds), ``repair_used``, ``repair_repointed`` (the
+    final pass's gain), ``repair_gangs_squeezed`` and ``repair_relocated``."""
     t0 = time.perf_counter()
     base_v = state_value(instance, feats, base) if base is not None else 0.0
     best, best_v = base, base_v
@@ -947,10 +1108,24 @@ def improve(
             if v > best_v + 1e-9:
                 best, best_v = st, v
     repointed = 0.0
-    if best is not None and feats.n_nodes * feats.n_jobs > RELOCATE_CELLS:  # polish() left the per-node mixes to here
-        repointed = repoint_nodes(instance, feats, best, deadline=deadline)
-        best_v += repointed
+    gangs = moved = 0
+    if best is not None and feats.n_jobs and feats.n_nodes:  # on the state kept: moves that only raise its worth
+        large = feats.n_nodes * feats.n_jobs > RELOCATE_CELLS
+        before_v = best_v
+        if large:  # polish() left the per-node mixes to here
+            repointed = repoint_nodes(instance, feats, best, deadline=deadline)
+        free = np.stack([best.free_g, best.free_c, best.free_m])
+        gangs = squeeze_gangs(instance, feats, best, deadline=deadline)
+        if large and (deadline is None or time.perf_counter() < deadline):
+            moved = relocate(instance, feats, best)
+        if gangs or moved:  # the nodes these moves touched get their best mix again
+            touched = np.flatnonzero((free != np.stack([best.free_g, best.free_c, best.free_m])).any(axis=0))
+            repoint_nodes(instance, feats, best, nodes=touched, deadline=deadline)
+            best_v = state_value(instance, feats, best)
+        else:
+            best_v += repointed
+        repointed = best_v - before_v
     if stats is not None:
-        stats.update(repair_repointed=repointed)
+        stats.update(repair_repointed=repointed, repair_gangs_squeezed=gangs, repair_relocated=moved)
         stats.update(repair_base_objective=base_v, repair_polished_objective=polished_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
     return best, best_v
