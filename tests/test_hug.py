@@ -289,3 +289,22 @@ def test_lns_under_hug_keeps_the_level_and_its_neighbourhoods_earn_worth():
     # without the floors every neighbourhood solved for worth alone lowered some tenant's progress
     # and lns returned fungible-greedy's schedule (measured: 0 improvements in 87-174 steps)
     assert max(gains) > 1.2, gains
+
+
+def test_large_hug_rounds_keep_pareto_demand_and_hint_points_and_claim_no_proof(monkeypatch):
+    from optsched.exact import prep
+
+    # tenant a's 4-core demand point is dominated (1 core runs faster): only the demand point keeps it
+    d = _lean_round("hug").to_dict()
+    for j in d["jobs"][:2]:
+        j["profile"]["throughput"] = [[1.05], [1.0]]
+    inst = Instance.from_dict(d)
+    full = solve_round(inst, solver="cpsat", time_limit=5, num_workers=1)
+    assert full.stats["hug_points"] == "all" and full.status.value == "optimal" and full.stats["hug_min_progress"] == pytest.approx(0.5)
+    monkeypatch.setattr(prep, "HUG_ALL_POINTS_MAX", 0)  # as on a round past the limit
+    assert prep.job_data(inst, prune=True)[0].points == (prep.Point(1, 8, 1.05),)
+    res = solve_round(inst, solver="cpsat", time_limit=5, num_workers=1)
+    assert res.stats["hug_points"] == "reduced" and res.stats["hug_level_proven_reduced"] is True
+    assert res.stats["hug_level_proven"] is False and res.status.value == "time_limit"  # proven over the kept points only
+    assert res.stats["hug_min_progress"] == pytest.approx(0.5)  # a's demand point is kept: a still gets 4 cores
+    assert res.objective == pytest.approx(full.objective)

@@ -29,7 +29,7 @@ from optsched.exact import elastic as elastic_rows
 from optsched.exact.fixing import ConfigFixing, config_fixing
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.policies import solve_lexicographic
-from optsched.exact.prep import JobData, dominating_point, job_data, node_classes
+from optsched.exact.prep import JobData, dominating_point, hug_keep, job_data, node_classes
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -861,8 +861,12 @@ class CpSatSolver:
         # elastic jobs (contract v2): the model is built on the rigid round of their size variants
         exp = expand(instance) if has_elastic(instance) else None
         model_inst = instance if exp is None else exp.instance
-        # a usage floor needs every point: the hint's (a dominated one, in a HUG round) must stay feasible
-        data = job_data(model_inst, prune=False if opts["usage_floor"] else None)
+        # HUG (or a usage floor): cores and GB count, so dominated points may matter; every point on
+        # small rounds, else the Pareto ones, demand points and the candidates' points (prep.hug_keep)
+        hugish = instance.round.fairness == "hug" or bool(opts["usage_floor"])
+        reduced = hugish and hug_keep(model_inst, ()) is not None
+        data = job_data(model_inst, prune=reduced if hugish else None,
+                        keep={j.id: {j.demand} for j in model_inst.jobs} if reduced else None)
         scale = make_scale(model_inst, data)
         candidates = []
         if hint is not None:
@@ -915,12 +919,20 @@ class CpSatSolver:
             return (-len(deadline_misses(instance, s)) if forced else 0, fair_level(instance, s.jobs) if fair else 0, close,
                     whole_free_gpus(instance, s.jobs) if close else 0, v)
 
+        if reduced:  # the candidates' points join the model, so each hint keeps its progress
+            keep = hug_keep(instance, candidates) or {}
+            origin = [exp.original.jobs[exp.origin[v]].id for v in range(len(model_inst.jobs))] if exp is not None \
+                else [j.id for j in model_inst.jobs]
+            data = job_data(model_inst, prune=True, keep={j.id: keep.get(o, set()) | {j.demand} for j, o in zip(model_inst.jobs, origin, strict=True)})
+            scale = make_scale(model_inst, data)
         values = [schedule_value(instance, s) for s in candidates]
         worth_ref[0] = max(values)
         best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
         incumbent, incumbent_value = candidates[best_i], values[best_i]
         stats: dict[str, Any] = {"hint_objective": incumbent_value, "scale": scale.scale, "lns_share": share,
                                  "lp_bound": lp_bound}
+        if hugish:
+            stats["hug_points"] = "reduced" if reduced else "all"
 
         try:
             model = build_model(model_inst, data, scale, opts, deadline, forced, exp)
@@ -1044,6 +1056,9 @@ class CpSatSolver:
             bound = max(bound, objective)
         if forced is not None:
             stats["deadline_misses"] = deadline_misses(instance, schedule)
+        if fair == "hug" and reduced and "hug_level_proven" in stats:  # proven over the model's points only
+            stats["hug_level_proven_reduced"] = stats["hug_level_proven"]
+            stats["hug_level_proven"] = False
         if fair:  # the smallest dominant share (progress) is proven maximal only when stage 1 proved it
             stats["drf_min_share" if fair == "drf" else "hug_min_progress"] = fair_level(instance, schedule.jobs) / fair_scale(instance)
             status = Status.TIME_LIMIT if status is Status.OPTIMAL and not stats.get(f"{fair}_level_proven", True) else status

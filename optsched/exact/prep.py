@@ -15,13 +15,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from optsched.model import Instance, Job, Node, Profile
+from optsched.schedule import Schedule
 from optsched.values import job_value
 
-__all__ = ["JobData", "Point", "job_data", "node_classes", "pareto_points"]
+__all__ = ["HUG_ALL_POINTS_MAX", "JobData", "Point", "hug_keep", "job_data", "node_classes", "pareto_points"]
 
 
 @dataclass(frozen=True)
@@ -102,15 +104,44 @@ class JobData:
         return max(self.base.values(), default=0.0)
 
 
-def job_data(instance: Instance, prune: bool | None = None) -> list[JobData]:
+#: a HUG round keeps every admissible grid point (exact) while ``sum_j points_j x nodes`` is at
+#: most this; above it the model gets the Pareto points, each job's demand point and the points
+#: its candidate schedules use (:func:`hug_keep`). Measured: a 5-job, 16-node Philly round with
+#: 45-point grids (3,600) built 4,484 variables against 892 pruned, and CP-SAT found no solution
+#: of the level stage in 2.7 s where the pruned model was proven in 0.16 s.
+HUG_ALL_POINTS_MAX = 1000
+
+
+def hug_keep(instance: Instance, schedules: Iterable[Schedule]) -> dict[str, set[tuple[int, int]]] | None:
+    """The grid points a HUG model keeps beyond the Pareto ones: ``None`` (every point) on rounds
+    up to ``HUG_ALL_POINTS_MAX``, else per job its demand point and each point ``schedules`` give
+    it (so a hint's cores and GB, hence its progress, are representable)."""
+    size = sum(len(pareto_points(j, instance.round.fair, prune=False)) for j in instance.jobs) * len(instance.nodes)
+    if size <= HUG_ALL_POINTS_MAX:
+        return None
+    keep = {j.id: {j.demand} for j in instance.jobs}
+    for s in schedules:
+        for jid, a in s.jobs.items():
+            if jid in keep:
+                keep[jid].add(a.point)
+    return keep
+
+
+def job_data(instance: Instance, prune: bool | None = None, keep: Mapping[str, Collection[tuple[int, int]]] | None = None) -> list[JobData]:
     """Per-job preprocessing, in instance order (``prune``: drop dominated points; default: except
-    in a HUG round)."""
+    in a HUG round). ``keep`` (job id -> grid points): admissible points kept even when dominated."""
     present = {n.gpu_type for n in instance.nodes if n.gpus > 0}
     out = []
     for i, job in enumerate(instance.jobs):
         types = [t for t in instance.gpu_types if t in present and job.speed(t) is not None]
         types.sort(key=lambda t: -float(job.speed(t) or 0.0))
         points = pareto_points(job, instance.round.fair, prune=instance.round.fairness != "hug" if prune is None else prune)
+        extra = keep.get(job.id) if keep is not None else None
+        if extra:
+            have = {(p.cpus, p.mem) for p in points}
+            more = [p for p in pareto_points(job, instance.round.fair, prune=False) if (p.cpus, p.mem) in extra and (p.cpus, p.mem) not in have]
+            if more:
+                points = tuple(sorted((*points, *more), key=lambda p: (p.cpus, p.mem)))
         base = {}
         for t in types:
             for p, pt in enumerate(points):
