@@ -34,9 +34,12 @@ from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.round_policies import (
+    DRF_NO_TENANT,
     deadline_misses,
     fair_level,
     fair_scale,
+    hug_level,
+    hug_usage,
     packing_tolerance,
     policy_families,
     repair,
@@ -214,6 +217,8 @@ class RoundModel:
     #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf) or
     #: progress ("hug"; exact.policies.add_hug)
     drf_min: cp_model.IntVar | None = None
+    #: HUG's level variable and its usage variables ``(U, tenant, r, upper bound)``, for complete hints
+    hug_aux: Any = None
     #: the whole free GPUs (round.packing; set by exact.policies.add_packing) and, after a staged
     #: solve (exact.policies.solve_lexicographic), the worth stage's bound and the final schedule
     free_gpus: Any = None
@@ -691,6 +696,18 @@ class RoundModel:
     def add_hint(self, schedule: Schedule) -> None:
         """Hint every variable (a complete hint) from a feasible schedule."""
         self.model.clear_hints()
+        if self.hug_aux is not None:  # HUG's level and usage variables (exact.policies.add_hug)
+            zmin, us = self.hug_aux
+            original = self.elastic.original if self.elastic is not None else self.instance
+            used: dict[tuple[str, int], int] = {}
+            for jid, a in schedule.jobs.items():
+                job = original.job(jid)
+                t = job.tenant if job.tenant is not None else DRF_NO_TENANT
+                for r, x in enumerate(hug_usage(a)):
+                    used[(t, r)] = used.get((t, r), 0) + x
+            for u, t, r, top in us:
+                self.model.add_hint(u, min(top, used.get((t, r), 0)))
+            self.model.add_hint(zmin, hug_level(original, schedule.jobs))
         if self.elastic is not None:  # original job ids -> the variants of the sizes they got
             schedule = self.elastic.to_model(schedule)
         schedule = self.canonical(schedule)
@@ -876,7 +893,10 @@ class CpSatSolver:
             greedy = [("greedy", greedy_schedule(instance, data if exp is None else None))]
             if any(j.placement for j in instance.jobs):  # running jobs by value per GPU, not first
                 greedy.append(("greedy-dense", greedy_schedule(instance, data if exp is None else None, running_first=False)))
-            if exp is not None:  # sizes chosen by marginal value, not only the nominal ones
+            # elastic: sizes chosen by marginal value, not only the nominal ones; HUG: the greedy
+            # hints know nothing of progress, fungible-greedy fills by it (on 1 s Philly rounds
+            # under load CP-SAT's level stage often ends before its first solution)
+            if exp is not None or instance.round.fairness == "hug":
                 from optsched.heuristics.fungible_greedy import FungibleGreedy
 
                 greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))

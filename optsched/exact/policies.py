@@ -194,6 +194,7 @@ def add_hug(m: RoundModel) -> cp_model.IntVar | None:
                 rows[r].append((a, v))
     caps = drf_capacity(original)
     zmin = model.new_int_var(0, s, "hug_min")
+    aux = []
     for t, rows in coef.items():
         if not rows:
             model.add(zmin == 0)
@@ -206,6 +207,8 @@ def add_hug(m: RoundModel) -> cp_model.IntVar | None:
             u = model.new_int_var(0, top, f"hug_U[{t},{r}]")
             model.add(u == cp_model.LinearExpr.weighted_sum([v for _a, v in terms[t][r]], [a for a, _v in terms[t][r]]))
             model.add(den * zmin <= num * u)
+            aux.append((u, t, r, top))
+    m.hug_aux = (zmin, aux)
     return zmin
 
 
