@@ -862,10 +862,10 @@ def start_bound_worker(instance: Instance, time_limit: float, schedules: list[Sc
 class CpSatSolver:
     """``cpsat``: the integrated formulation, solved exactly by CP-SAT with a complete greedy hint.
 
-    Options: ``num_workers`` (default ``min(8, cpu_count)``), ``deterministic_time`` (CP-SAT's
-    deterministic-time limit: same seed and limit give the same schedule as long as the wall
-    limit does not cut in first, on rounds without an lns stage -- at most ``LNS_FROM_CELLS``
-    jobs x nodes, or ``lns_share=0``: the lns stage works in wall-clock slices), ``log``, and
+    Options: ``num_workers`` (default ``min(8, cpu_count)``), ``deterministic_time`` (a budget
+    of CP-SAT deterministic seconds: same seed and budget give the same schedule as long as the
+    wall limit does not cut in first; the lns stage gets ``lns_share`` of it, summed over its
+    sub-problems, and the CP-SAT stage the rest; the bound is still computed by wall clock), ``log``, and
     switches for the engineering (``node_symmetry``, ``job_symmetry``, ``type_cuts``, ``greedy_hint``).
     """
 
@@ -903,6 +903,7 @@ class CpSatSolver:
             candidates += [s for _name, s in greedy]
         share = _lns_share(instance, opts["lns_share"])
         lp_bound = None
+        stats_lns: dict[str, Any] = {}
         # a worker the caller started earlier (start_bound_worker) is used and collected like our own
         worker = None if isinstance(opts["bound_worker"], bool) else opts["bound_worker"]
         if share > 0:
@@ -913,11 +914,16 @@ class CpSatSolver:
                 worker = _bound_worker(instance, deadline, candidates)
             # a share of what is left: preparing a 1,024 x 4,000 round (greedy hint, job data) takes ~1 s
             lns_limit = share * max(0.0, deadline - time.perf_counter())
+            dt = opts["deterministic_time"]
+            if dt is not None:  # lns spends share x the deterministic budget; wall time is a safety only
+                lns_limit = max(0.0, deadline - time.perf_counter() - _LP_BOUND_S)
             # lns reports a bound only without our worker, and starts none of its own if we may not
             bound = False if worker is not None else True if opts["bound_worker"] else "lp"
             # the greedy starts and job data built above, not built again by lns (~1 s at 1,024 x 4,000)
             warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=bound,
-                                                    starts=greedy, data=data if exp is None else None)
+                                                    starts=greedy, data=data if exp is None else None,
+                                                    **({} if dt is None else {"deterministic_time": share * dt}))
+            stats_lns = {"lns_deterministic_s": warm.stats.get("deterministic_s")}
             candidates.append(warm.schedule)
             lp_bound = warm.bound
         # policy rounds (contract v2): hints keep the rules; fewer deadline misses first, then worth
@@ -950,7 +956,7 @@ class CpSatSolver:
         best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
         incumbent, incumbent_value = candidates[best_i], values[best_i]
         stats: dict[str, Any] = {"hint_objective": incumbent_value, "scale": scale.scale, "lns_share": share,
-                                 "lp_bound": lp_bound}
+                                 "lp_bound": lp_bound, **stats_lns}
         if hugish:
             stats["hug_points"] = "reduced" if reduced else "all"
 
@@ -978,7 +984,8 @@ class CpSatSolver:
         left = deadline - time.perf_counter() - keep
         prm.max_time_in_seconds = max(0.01, left - min(0.2, 0.03 * left))
         if opts["deterministic_time"] is not None:
-            prm.max_deterministic_time = float(opts["deterministic_time"])
+            # the lns stage spent its share of the budget
+            prm.max_deterministic_time = float(opts["deterministic_time"]) * (1.0 - share)
             # reproducible: with several workers only the interleaved search is deterministic
             prm.interleave_search = True
         prm.log_search_progress = bool(opts["log"])
@@ -1059,7 +1066,8 @@ class CpSatSolver:
             elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum
                 status = Status.FEASIBLE
         if worker is not None:
-            lp_bound = worker.collect(wait_until=deadline)
+            # with a deterministic budget the wall-clock limit is only a safety: no waiting for it
+            lp_bound = worker.collect(wait_until=deadline if opts["deterministic_time"] is None else None)
             stats.update(worker.stats, lp_bound=lp_bound)
         if code != cp_model.OPTIMAL and lp_bound is None and opts["lp_fallback"]:
             from optsched.mip.bound import lp_bound_within

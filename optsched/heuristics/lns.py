@@ -64,6 +64,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     # others by split jobs (linked); the rest uniformly (optsched.heuristics.neighbourhoods)
     "targeted": 0.5,
     "linked": 0.5,
+    # reproducible search: a budget of CP-SAT deterministic seconds summed over the sub-problems
+    # (each gets at most sub_time of them); None: wall-clock slices (time_limit, sub_time seconds)
+    "deterministic_time": None,
 }
 
 _RESERVE_S = 0.1
@@ -84,16 +87,20 @@ def _check(options: dict[str, Any]) -> dict[str, Any]:
         v = opts[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
             raise InputError(k, v, "must be a share in [0, 1]")
+    dt = opts["deterministic_time"]
+    if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or dt <= 0):
+        raise InputError("deterministic_time", dt, "must be a positive number")
     if not (isinstance(opts["bound"], bool) or opts["bound"] == "lp"):
         raise InputError("bound", opts["bound"], 'must be true, false or "lp"')
     return opts
 
 
-def _starts(instance: Instance, hint: Schedule | None, until: float, data: list[JobData],
+def _starts(instance: Instance, hint: Schedule | None, until: float | None, data: list[JobData],
             given: list[tuple[str, Schedule]] | None = None) -> list[tuple[str, Schedule]]:
     """Candidate starting schedules: the caller's hint, fungible-greedy (the better of it and
     fixed-demand), and the exact model's greedy hint when there is time for it before ``until``
-    (perf_counter): on a 2,048 x 8,000 round it alone takes seconds. ``given`` (named schedules
+    (perf_counter; ``None``: always, for a reproducible search): on a 2,048 x 8,000 round it
+    alone takes seconds. ``given`` (named schedules
     the caller has built already, e.g. cpsat's greedy hints) replace the exact model's greedy.
 
     In a DRF round the exact greedy starts fill progressively up to the level of the best start
@@ -116,7 +123,7 @@ def _starts(instance: Instance, hint: Schedule | None, until: float, data: list[
         for name, dense in (("greedy-drf", False), ("greedy-dense-drf", True)):
             if dense and not any(j.placement for j in instance.jobs):
                 break
-            if time.perf_counter() + each >= until:
+            if until is not None and time.perf_counter() + each >= until:
                 break
             drf_starts.append((name, greedy_schedule(instance, data, running_first=not dense, drf_target=level)))
         return out + list(given or []) + drf_starts
@@ -126,11 +133,14 @@ def _starts(instance: Instance, hint: Schedule | None, until: float, data: list[
     # (measured on the large and huge library rounds: 0.36-0.66x), so each is built when that
     # much time is left before ``until``
     each = time.perf_counter() - t0
-    if time.perf_counter() + each < until:
+    def fits() -> bool:
+        return until is None or time.perf_counter() + each < until
+
+    if fits():
         out.append(("greedy", greedy_schedule(instance, data)))
         # running jobs taking their turn by value per GPU: measured on the mixed medium bench
         # rounds (30 % running), 6-12 % better starts than keeping every running job first
-        if any(j.placement for j in instance.jobs) and time.perf_counter() + each < until:
+        if any(j.placement for j in instance.jobs) and fits():
             out.append(("greedy-dense", greedy_schedule(instance, data, running_first=False)))
     return out
 
@@ -206,7 +216,10 @@ class LargeNeighbourhoodSearch:
     """``lns``: CP-SAT re-optimisation of node neighbourhoods, seeded by greedy (or the hint).
 
     Options: ``num_workers`` (per sub-problem, default 1), ``nodes`` (freed per step, 4),
-    ``extra_jobs`` (waiting jobs offered, 16), ``sub_time`` (seconds per sub-problem, 0.25).
+    ``extra_jobs`` (waiting jobs offered, 16), ``sub_time`` (seconds per sub-problem, 0.25),
+    ``deterministic_time`` (a budget of CP-SAT deterministic seconds over the sub-problems instead
+    of wall-clock slices: same seed and budget give the same schedule, as long as the wall-clock
+    ``time_limit`` does not cut in first; the starts are then always all built).
     """
 
     name = "lns"
@@ -224,7 +237,9 @@ class LargeNeighbourhoodSearch:
         data = job_data(instance) if data is None else data
         # under DRF the exact greedy starts get more of the time: they keep the level with far more
         # worth than fungible-greedy's DRF start, which the search alone does not make up (issue 7)
-        starts = _starts(instance, hint, start + (0.7 if fair_round(instance) else 0.3) * time_limit, data, starts)
+        dt_total = opts["deterministic_time"]
+        until = None if dt_total is not None else start + (0.7 if fair_round(instance) else 0.3) * time_limit
+        starts = _starts(instance, hint, until, data, starts)
         policies = policy_families(instance)
         if policies:  # start from schedules that keep the round's policy rules
             starts = [(name, repair(instance, s)) for name, s in starts]
@@ -235,7 +250,8 @@ class LargeNeighbourhoodSearch:
         levels = [fair_level(instance, s.jobs) if drf else 0 for _, s in starts]
         best = max(range(len(starts)), key=lambda i: (-misses[i], levels[i], values[i]))  # fewer deadline misses first
         incumbent, value, level = starts[best][1], values[best], levels[best]
-        stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0}
+        stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0,
+                                 "deterministic_s": 0.0}
 
         # the bound: where the configuration LP applies, computed by a child process on the core
         # the search leaves free (optsched.mip.bound_worker); else the LP bound first, with at
@@ -261,7 +277,9 @@ class LargeNeighbourhoodSearch:
         size = opts["nodes"]
         status = Status.FEASIBLE
         sub = CpSatSolver()
-        while all_nodes and time.perf_counter() + 0.05 < deadline:
+        # deterministic: the budget is what ends the loop (the wall-clock deadline only as a safety)
+        while all_nodes and time.perf_counter() + 0.05 < deadline and (
+                dt_total is None or stats["deterministic_s"] < dt_total - 0.01):
             stats["steps"] += 1
             # half the steps free nodes of one type, half nodes of any type (jobs may change type)
             pool = by_type[rng.choice(list(by_type))] if rng.random() < 0.5 else all_nodes
@@ -287,13 +305,20 @@ class LargeNeighbourhoodSearch:
             budget = min(opts["sub_time"], deadline - time.perf_counter())
             if budget <= 0.02:
                 break
+            timing: dict[str, Any] = {}
+            if dt_total is not None:  # the sub-problem's wall limit is a safety only
+                budget = min(opts["sub_time"], dt_total - stats["deterministic_s"])
+                timing = {"deterministic_time": budget}
             # no LP bound per sub-problem: it is not used, and CP-SAT would keep 0.3 s of each sub-problem for it
             # under HUG the neighbourhood keeps what each tenant needs there to hold the level
             floor = {"usage_floor": hug_floor(instance, incumbent, ids, level)} if hug else {}
-            res = sub.solve(sub_inst, time_limit=budget, seed=rng.randrange(2**31), hint=sub_hint,
-                            num_workers=opts["num_workers"], greedy_hint=False, lp_fallback=False, **floor)
+            res = sub.solve(sub_inst, time_limit=budget if dt_total is None else deadline - time.perf_counter(),
+                            seed=rng.randrange(2**31), hint=sub_hint, num_workers=opts["num_workers"], greedy_hint=False,
+                            lp_fallback=False, **floor, **timing)
+            spent = res.stats.get("deterministic_s", 0.0) or 0.0
+            stats["deterministic_s"] += spent
             # adapt: grow the neighbourhood while sub-problems are proven quickly, shrink when not
-            if res.status is Status.OPTIMAL and res.time_s < budget / 2:
+            if res.status is Status.OPTIMAL and (res.time_s if dt_total is None else spent) < budget / 2:
                 size = min(size + 1, len(all_nodes))
             elif res.status is not Status.OPTIMAL:
                 size = max(2, size - 1)
@@ -328,7 +353,8 @@ class LargeNeighbourhoodSearch:
             stats["whole_free_gpus"] = whole_free_gpus(instance, incumbent.jobs)
         stats.update(fair_stats(instance, incumbent))
         if worker is not None:
-            proven = worker.collect(wait_until=deadline)
+            # with a deterministic budget the wall-clock limit is only a safety: no waiting for it
+            proven = worker.collect(wait_until=deadline if dt_total is None else None)
             stats.update(worker.stats)
             if proven is not None:
                 bound = proven if bound is None else min(bound, proven)
