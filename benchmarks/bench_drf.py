@@ -6,10 +6,11 @@ Alibaba windows, with integrated-fungible and fixed-demand allocation (docs/resu
     python benchmarks/bench_drf.py table benchmarks/results/drf.csv
     python benchmarks/bench_drf.py rounds --out benchmarks/results/drf-rounds.csv   # single large rounds
 
-Variants (queue policy LAS): ``plain`` (no round policy) and ``drf`` (``SimConfig.fairness =
+Variants (queue policy LAS): ``plain`` (no round policy), ``drf`` (``SimConfig.fairness =
 "drf"``: every round maximises the smallest dominant share across the trace's tenants, then worth;
 tenants are Philly's virtual clusters and Alibaba's QoS classes, the only tenant field that trace
-has). Allocators: ``cpsat`` (integrated fungible, exact), ``cpsat@demand`` (the same exact solver
+has) and ``hug`` (``SimConfig.fairness = "hug"``: the smallest HUG-style progress, which counts
+the cores and GB jobs get, then worth). Allocators: ``cpsat`` (integrated fungible, exact), ``cpsat@demand`` (the same exact solver
 with every job held at its fixed demand), ``fungible-greedy`` and ``fixed-demand`` (both with
 progressive filling under DRF).
 
@@ -21,8 +22,11 @@ the cluster's totals (what the round maximises the minimum of); ``min_dshare`` i
 of the smallest, ``jain_dshare`` of Jain's index of the shares, ``starved`` the share of contended
 time some tenant with jobs offered holds nothing, ``jain_gpu`` Jain's index of the tenants' GPU
 counts, ``contended_h`` the contended time. Outcome per tenant: ``worst_tenant_rho``, the largest
-over tenants of their finished jobs' mean ``rho = JCT / isolated time`` (bench_policies.py). Both
-variants are measured alike, so the plain rows show what a scheduler unaware of DRF gives.
+over tenants of their finished jobs' mean ``rho = JCT / isolated time`` (bench_policies.py).
+``min_progress``: the time average over the contended rounds of the smallest HUG-style progress
+(:func:`progress_metric`: per tenant, its offered jobs' fixed demand gives the demand vector, and
+what its scheduled jobs got at their points the progress along it). All variants are measured
+alike, so the plain rows show what a scheduler unaware of DRF gives.
 """
 
 from __future__ import annotations
@@ -43,11 +47,51 @@ from bench_round_policies import Recorder, jain_index, solved_rounds  # noqa: E4
 from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "cpsat@demand", "fungible-greedy", "fixed-demand")
-VARIANTS = ("plain", "drf")
+VARIANTS = ("plain", "drf", "hug")
 POLICY = "las"
 FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "jain_jobs",
           "min_dshare", "jain_dshare", "starved", "jain_gpu", "contended_h", "worst_tenant_rho", "tenants", "gpu_util", "preemptions", "solver_calls", "solve_s_mean", "wall_s",
-          "loadavg")
+          "loadavg", "min_progress")
+
+
+class Progress:
+    """Wraps an allocator; keeps per solved round and tenant (trace tenant) its offered jobs' fixed
+    demand (nominal GPUs x per-GPU demand) and what its scheduled jobs got (GPUs, cores, GB)."""
+
+    def __init__(self, inner: Any, tenant_of: dict[str, str]) -> None:
+        self.inner, self.tenant_of, self.name = inner, tenant_of, getattr(inner, "name", "alloc")
+        self.rounds: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+
+    def __call__(self, inst: Any) -> Any:
+        out = self.inner(inst)
+        sched = getattr(out, "schedule", out)
+        rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for j in inst.jobs:
+            dem, got = rows.setdefault(self.tenant_of[j.id] or "-", (np.zeros(3), np.zeros(3)))
+            dem += (j.gpus, j.gpus * j.demand[0], j.gpus * j.demand[1])
+            a = sched.jobs.get(j.id)
+            if a is not None:
+                got += (a.gpus, a.gpus * a.cpus_per_gpu, a.gpus * a.mem_per_gpu_gb)
+        self.rounds.append(rows)
+        return out
+
+
+def progress_metric(res: Any, rec: Recorder, prog: Progress, caps: np.ndarray) -> float:
+    """Time average over the contended rounds of ``min_t P_t``, ``P_t = min_r M_t U[t,r] / D[t,r]``
+    (``M_t = max_r D[t,r] / cap_r``; formulations/policies.md, "HUG-style progress fairness")."""
+    tot = acc = 0.0
+    for span, k in solved_rounds(res, rec):
+        rows = prog.rounds[k]
+        if len(rows) < 2:
+            continue
+        ps = []
+        for dem, got in rows.values():
+            live = (caps > 0) & (dem > 0)
+            top = (dem[live] / caps[live]).max()
+            ps.append(float((top * got[live] / dem[live]).min()))
+        tot += span
+        acc += span * min(ps)
+    return acc / tot if tot else 0.0
 
 
 def drf_metrics(res: Any, rec: Recorder, caps: np.ndarray) -> dict[str, float]:
@@ -85,9 +129,10 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     solver, _, at = allocator.partition("@")
     inner = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, **({"num_workers": 1} if solver == "cpsat" else {}))
     rec = Recorder(AtDemand(inner) if at else inner, {j.id: j.tenant for j in jobs})
-    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, fairness="drf" if variant == "drf" else None)
+    prog = Progress(rec, {j.id: j.tenant for j in jobs})
+    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, fairness=None if variant == "plain" else variant)
     t0 = time.perf_counter()
-    res = simulate(setup.workload, setup.nodes, get_policy(policy), rec, cfg)
+    res = simulate(setup.workload, setup.nodes, get_policy(policy), prog, cfg)
     wall = time.perf_counter() - t0
     s = res.summary()
     fin = res.finished
@@ -101,6 +146,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     row["worst_tenant_rho"] = worst_tenant_rho(tenant[fin], res.jct_s[fin] / np.maximum(iso[fin], 1e-9))
     caps = np.array([sum(n.gpus for n in setup.nodes), sum(n.cpus for n in setup.nodes), sum(n.mem_gb for n in setup.nodes)], dtype=float)
     row.update(drf_metrics(res, rec, caps))
+    row["min_progress"] = progress_metric(res, rec, prog, caps)
     return row
 
 
@@ -166,14 +212,16 @@ def cmd_table(args: argparse.Namespace) -> int:
         rows = list(csv.DictReader(fh))
     loads = list(WORKLOADS)
     rows.sort(key=lambda r: (loads.index(r["workload"]), ALLOCATORS.index(r["allocator"]), VARIANTS.index(r["variant"])))
+    prog = bool(rows) and "min_progress" in rows[0]  # CSVs written before the hug variant lack it
     print("| workload | allocator | variant | avg JCT (h) | p99 JCT (h) | makespan (h) | min dominant share | Jain (dominant shares) "
-          "| time a tenant starved | worst tenant's mean rho | GPU util | preemptions | solve s / round | wall s (load) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| time a tenant starved | worst tenant's mean rho | GPU util | preemptions | solve s / round | wall s (load) |"
+          + (" min HUG progress |" if prog else ""))
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if prog else ""))
     for r in rows:
         print(f"| {r['workload']} | {r['allocator']} | {r['variant']} | {float(r['avg_jct_h']):.2f} | {float(r['p99_jct_h']):.1f} | "
               f"{float(r['makespan_h']):.1f} | {float(r['min_dshare']):.3f} | {float(r['jain_dshare']):.2f} | {float(r['starved']):.0%} | "
               f"{float(r['worst_tenant_rho']):.1f} | {float(r['gpu_util']):.0%} | {r['preemptions']} | {float(r['solve_s_mean']):.2f} | "
-              f"{float(r['wall_s']):.0f} ({float(r['loadavg']):.1f}) |")
+              f"{float(r['wall_s']):.0f} ({float(r['loadavg']):.1f}) |" + (f" {float(r['min_progress']):.3f} |" if prog else ""))
     return 0
 
 
