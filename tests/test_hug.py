@@ -308,3 +308,25 @@ def test_large_hug_rounds_keep_pareto_demand_and_hint_points_and_claim_no_proof(
     assert res.stats["hug_level_proven"] is False and res.status.value == "time_limit"  # proven over the kept points only
     assert res.stats["hug_min_progress"] == pytest.approx(0.5)  # a's demand point is kept: a still gets 4 cores
     assert res.objective == pytest.approx(full.objective)
+
+
+def test_past_the_exact_scale_levels_are_rounded_down_never_up():
+    from optsched.round_policies import DRF_SCALE
+
+    # demands in several primes: the lcm of the ratios' denominators passes 1e9, so S = DRF_SCALE
+    nodes = [{"id": "n0", "gpu_type": "V100", "gpus": 7, "cpus": 97, "mem_gb": 1009}]
+    grid = {"cpus_per_gpu": [1, 3, 5, 7, 11], "mem_per_gpu_gb": [13, 17, 19, 23, 29]}
+    jobs = []
+    for i, (c, m) in enumerate([(3, 13), (5, 17), (7, 19), (11, 23), (1, 29)]):
+        prof = {**grid, "throughput": [[1.0 + 0.1 * a + 0.05 * b for b in range(5)] for a in range(5)]}
+        jobs.append({"id": f"j{i}", "gpus": 1, "weight": 1.0, "tenant": f"t{i}", "profile": prof,
+                     "demand": {"cpus_per_gpu": c, "mem_per_gpu_gb": m}})
+    inst = Instance.from_dict({"version": 2, "name": "primes", "round": {"duration_s": 300, "fairness": "hug"}, "nodes": nodes, "jobs": jobs})
+    s, coef = hug_coefficients(inst)
+    assert s == DRF_SCALE and any(den > 1 for rows in coef.values() for _r, _n, den in rows)
+    for method in ("cpsat", *HEURISTICS):
+        res = solve_round(inst, solver=method, time_limit=2, num_workers=1) if method == "cpsat" else solve_round(inst, solver=method, time_limit=1)
+        exact = _progress(inst, _as_brute(res.schedule))
+        levels = hug_levels(inst, res.schedule.jobs)
+        for t, p in exact.items():  # conservative, and off by less than 2**-20 relative plus one unit
+            assert p * s - 1 - p * s / 2**20 <= levels[t] <= p * s, (method, t)
