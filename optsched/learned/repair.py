@@ -33,8 +33,9 @@ the GPUs idle). The repair rebuilds the round around prices:
 more, so it never lowers the objective; then every node's single-node jobs get the node's best
 mix of grid points (:func:`repoint_nodes`, an exact small knapsack per node), waiting gangs are
 split over nodes they share with small jobs where that pays for the co-located jobs' lower points
-(:func:`squeeze_gangs`), and jobs move to nodes where they are worth more (:func:`relocate`; the
-nodes these touched get their best mix again). Every placement checks capacities: the result is
+(:func:`squeeze_gangs`), jobs move to nodes where they are worth more (:func:`relocate`) and to
+faster GPU types whose nodes' jobs make room for them (:func:`move_to_faster`); the nodes these
+touched get their best mix again. Every placement checks capacities: the result is
 feasible by construction (tests check it with the independent checker). All steps are numpy
 over jobs, nodes and grid points, with O(jobs) Python steps: about 0.3 s for 4,000 jobs on
 1,024 nodes.
@@ -53,7 +54,7 @@ from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
 __all__ = [
-    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "node_knapsack", "option_table", "polish", "price_repack", "relocate",
+    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "move_to_faster", "node_knapsack", "option_table", "polish", "price_repack", "relocate",
     "repoint_nodes", "resource_prices", "squeeze_gangs", "squeeze_in", "state_value", "upgrade_points",
 ]
 
@@ -817,7 +818,8 @@ def _remix(feats: RoundFeatures, st: _State, n: int, c: int, m: int, residents: 
            mult: dict[int, float]) -> tuple[float, dict[int, int]] | None:
     """What it costs to leave ``c`` cores and ``m`` GB free on node ``n`` by re-choosing the grid
     points of its single-node jobs ``residents`` (their best mix in what is left,
-    :func:`node_knapsack`): ``(value lost, {job: new point})``, or ``None`` when they cannot."""
+    :func:`node_knapsack`): ``(value lost, {job: new point})``, or ``None`` when they cannot.
+    Negative ``c`` and ``m`` add that much room (the loss is then minus the gain)."""
     if not residents:
         return None
     ok = feats.point_ok & feats.point_mask
@@ -1017,6 +1019,96 @@ def relocate(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: 
     return moved
 
 
+def move_to_faster(instance: Instance, feats: RoundFeatures, st: _State, *, max_jobs: int = 300, max_nodes: int = 8,
+                   deadline: float | None = None) -> int:
+    """Move single-node jobs to nodes of a faster GPU type that have free GPUs, where the
+    destination's single-node jobs re-choose their grid points in what the job leaves them
+    (:func:`_remix`) and the source's take their best mix with the room it frees; applied when the
+    job's worth there plus the source's gain exceeds its worth now plus what the destination's jobs
+    lose. :func:`relocate` only moves a job where it fits as things are; here the V100 nodes with
+    idle GPUs whose memory two large jobs hold take P100 and K80 jobs at a small cost to those two.
+    The ``max_jobs`` jobs with the most to gain (best worth on their fastest type less worth now)
+    are tried, each over the ``max_nodes`` destinations with the most room. Returns the moves made."""
+    jobs = np.array([j for j, w in st.where.items() if len(w) == 1], dtype=np.int64)
+    if jobs.size == 0:
+        return 0
+    node = np.array([next(iter(st.where[int(j)])) for j in jobs], dtype=np.int64)
+    faster = feats.speed[jobs].max(axis=1) > feats.speed[jobs, node]
+    if not faster.any():
+        return 0
+    ok_pts = feats.point_ok & feats.point_mask
+    residents: dict[int, list[int]] = {}
+    for j, n in zip(jobs, node, strict=True):
+        residents.setdefault(int(n), []).append(int(j))
+    mult = {j: _multiplier(instance, feats, j, w) for j, w in st.where.items()}
+    cur = np.array([feats.point_value[j, st.point[int(j)]] * mult[int(j)] for j in jobs])
+    order = np.flatnonzero(faster)
+    order = order[np.argsort(-(_top_worth(feats, jobs[order]) - cur[order]), kind="stable")][:max_jobs]
+    plans: dict[int, dict[tuple[int, int], tuple[float, dict[int, int]] | None]] = {}
+
+    def plan_of(n: int, c: int, m: int) -> tuple[float, dict[int, int]] | None:
+        if st.free_c[n] >= c and st.free_m[n] >= m:
+            return 0.0, {}
+        got = plans.setdefault(n, {})
+        if (c, m) not in got:
+            got[(c, m)] = _remix(feats, st, n, c, m, residents.get(n, []), mult)
+        return got[(c, m)]
+
+    moved = 0
+    for i in order:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        j = int(jobs[i])
+        (a, g), = st.where[j].items()
+        p0 = st.point[j]
+        v0 = float(feats.point_value[j, p0]) * mult[j]
+        dest = np.flatnonzero((feats.speed[j] > feats.speed[j, a]) & (st.free_g >= g))
+        if dest.size == 0:
+            continue
+        room = st.free_c[dest] / np.maximum(feats.node_cpus[dest], 1) + st.free_m[dest] / np.maximum(feats.node_mem[dest], 1)
+        pts = np.flatnonzero(ok_pts[j])
+        pts = pts[np.argsort(-feats.point_value[j, pts], kind="stable")]
+        best: tuple[float, int, int, dict[int, int]] | None = None
+        for b in dest[np.argsort(-room, kind="stable")[:max_nodes]]:
+            b = int(b)
+            mu = _multiplier(instance, feats, j, {b: g})
+            for p in pts:
+                w = float(feats.point_value[j, p]) * mu
+                if best is not None and w <= best[0]:
+                    break  # points by worth: no later one can win here
+                pl = plan_of(b, int(feats.point_c[j, p]) * g, int(feats.point_m[j, p]) * g)
+                if pl is not None and (best is None or w - pl[0] > best[0]):
+                    best = (w - pl[0], b, int(p), pl[1])
+        if best is None:
+            continue
+        others = [r for r in residents[a] if r != j]
+        most = sum(float(feats.point_value[r, ok_pts[r]].max() - feats.point_value[r, st.point[r]]) * mult[r] for r in others)
+        if best[0] + most <= v0 + 1e-9:
+            continue  # even every co-located job at its best point would not pay for the move
+        gain_a, mix_a = 0.0, {}
+        if others:  # their best mix with the job's cores and memory freed (negative need: room added)
+            got = _remix(feats, st, a, -int(feats.point_c[j, p0]) * g, -int(feats.point_m[j, p0]) * g, others, mult)
+            if got is not None:
+                gain_a, mix_a = -got[0], got[1]
+        if best[0] + gain_a <= v0 + 1e-9:
+            continue
+        _, b, p, plan = best
+        st.free_g[a] += g
+        st.free_c[a] += int(feats.point_c[j, p0]) * g
+        st.free_m[a] += int(feats.point_m[j, p0]) * g
+        del st.where[j]
+        residents[a].remove(j)
+        for r, q in {**mix_a, **plan}.items():
+            _repoint(st, feats, r, q)
+        _place_on(st, feats, j, {b: g}, p)
+        residents.setdefault(b, []).append(j)
+        mult[j] = _multiplier(instance, feats, j, {b: g})
+        plans.pop(a, None)
+        plans.pop(b, None)
+        moved += 1
+    return moved
+
+
 #: :func:`polish` runs :func:`relocate` and the per-node mixes on rounds of at most this many
 #: nodes x jobs (the simulator's and medium rounds: +1.6 % worth on 17 busy Alibaba rounds); on
 #: larger ones :func:`improve` runs them once, on the state it keeps (0.04 s for relocate on the
@@ -1073,12 +1165,13 @@ def improve(
     (moves that only raise its worth; default: up to :data:`RELOCATE_CELLS` nodes x jobs). ``use_targets``: the base's grid points are the repacks'
     preferred points. No repack starts that would end past ``deadline`` (a :func:`time.perf_counter` value),
     the first expected to take ``first_estimate`` seconds, the others as long as the one before.
-    The state kept then gets :func:`squeeze_gangs` and, above :data:`RELOCATE_CELLS` (where
-    :func:`polish` leaves them to here), the per-node mixes (:func:`repoint_nodes`) and
-    :func:`relocate` first and last on the nodes these moves touched; all only raise its worth.
+    The state kept then gets :func:`squeeze_gangs`, :func:`move_to_faster` and, above
+    :data:`RELOCATE_CELLS` (where :func:`polish` leaves them to here), the per-node mixes
+    (:func:`repoint_nodes`) first and :func:`relocate`, then the mixes again on the nodes these
+    moves touched; all only raise its worth.
     ``stats`` receives ``repair_base_objective``, ``repair_s``, ``repair_tried`` (per repack:
     parameters, objective, dual value, seconds), ``repair_used``, ``repair_repointed`` (the
-    final pass's gain), ``repair_gangs_squeezed`` and ``repair_relocated``."""
+    final pass's gain), ``repair_gangs_squeezed``, ``repair_relocated`` and ``repair_moved_faster``."""
     t0 = time.perf_counter()
     base_v = state_value(instance, feats, base) if base is not None else 0.0
     best, best_v = base, base_v
@@ -1108,7 +1201,7 @@ def improve(
             if v > best_v + 1e-9:
                 best, best_v = st, v
     repointed = 0.0
-    gangs = moved = 0
+    gangs = moved = faster = 0
     if best is not None and feats.n_jobs and feats.n_nodes:  # on the state kept: moves that only raise its worth
         large = feats.n_nodes * feats.n_jobs > RELOCATE_CELLS
         before_v = best_v
@@ -1118,7 +1211,8 @@ def improve(
         gangs = squeeze_gangs(instance, feats, best, deadline=deadline)
         if large and (deadline is None or time.perf_counter() < deadline):
             moved = relocate(instance, feats, best)
-        if gangs or moved:  # the nodes these moves touched get their best mix again
+        faster = move_to_faster(instance, feats, best, deadline=deadline)
+        if gangs or moved or faster:  # the nodes these moves touched get their best mix again
             touched = np.flatnonzero((free != np.stack([best.free_g, best.free_c, best.free_m])).any(axis=0))
             repoint_nodes(instance, feats, best, nodes=touched, deadline=deadline)
             best_v = state_value(instance, feats, best)
@@ -1126,6 +1220,6 @@ def improve(
             best_v += repointed
         repointed = best_v - before_v
     if stats is not None:
-        stats.update(repair_repointed=repointed, repair_gangs_squeezed=gangs, repair_relocated=moved)
+        stats.update(repair_repointed=repointed, repair_gangs_squeezed=gangs, repair_relocated=moved, repair_moved_faster=faster)
         stats.update(repair_base_objective=base_v, repair_polished_objective=polished_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
     return best, best_v
