@@ -330,3 +330,32 @@ def test_past_the_exact_scale_levels_are_rounded_down_never_up():
         levels = hug_levels(inst, res.schedule.jobs)
         for t, p in exact.items():  # conservative, and off by less than 2**-20 relative plus one unit
             assert p * s - 1 - p * s / 2**20 <= levels[t] <= p * s, (method, t)
+
+
+def test_an_elastic_round_reduced_only_as_variants_keeps_the_hints_points(monkeypatch):
+    from optsched.exact import cpsat, prep
+    from optsched.schedule import Assignment, Schedule
+
+    # 16 elastic jobs x 16 points x 3 nodes: 768 cells as given, 1,536 as size variants, so the
+    # variant model is reduced while the round itself is under HUG_ALL_POINTS_MAX
+    grid = {"cpus_per_gpu": [1, 2, 4, 8], "mem_per_gpu_gb": [8, 16, 32, 64],
+            "throughput": [[1.0] * 4, [2.0] * 4, [2.0] * 4, [2.0] * 4]}  # (8, 64) is dominated by (2, 8)
+    jobs = [{"id": f"j{i}", "gpus": 1, "weight": 1.0, "tenant": "ab"[i % 2], "profile": copy.deepcopy(grid),
+             "demand": {"cpus_per_gpu": 1, "mem_per_gpu_gb": 8}, "elastic": {"gpus": [1, 2], "scaling": [1.0, 1.5]}}
+            for i in range(16)]
+    nodes = [{"id": f"n{k}", "gpu_type": "V100", "gpus": 4, "cpus": 64, "mem_gb": 512} for k in range(3)]
+    inst = Instance.from_dict({"version": 2, "name": "band", "round": {"duration_s": 300, "fairness": "hug"}, "nodes": nodes, "jobs": jobs})
+    assert prep.hug_keep(inst, ()) is None
+    built = []
+
+    def spy(*args, **kwargs):
+        built.append(prep.job_data(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(cpsat, "job_data", spy)
+    hint = Schedule(inst.name, {"j0": Assignment({"n0": 2}, 8, 64)})
+    res = cpsat.CpSatSolver().solve(inst, time_limit=1, seed=0, hint=hint, num_workers=1)
+    assert res.stats["hug_points"] == "reduced" and not check_schedule(inst, res.schedule)
+    for d in built[-1]:  # the model's variants of j0 hold the hint's point (its cores and GB count)
+        if d.job.id.startswith("j0@"):
+            assert prep.Point(8, 64, 2.0) in d.points, d.job.id

@@ -29,7 +29,7 @@ from optsched.exact import elastic as elastic_rows
 from optsched.exact.fixing import ConfigFixing, config_fixing
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.policies import solve_lexicographic
-from optsched.exact.prep import JobData, dominating_point, hug_keep, job_data, node_classes
+from optsched.exact.prep import JobData, dominating_point, hug_keep, hug_points_of, job_data, node_classes
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -946,7 +946,7 @@ class CpSatSolver:
                     whole_free_gpus(instance, s.jobs) if close else 0, v)
 
         if reduced:  # the candidates' points join the model, so each hint keeps its progress
-            keep = hug_keep(instance, candidates) or {}
+            keep = hug_points_of(instance, candidates)  # not hug_keep: its size test is on the original round
             origin = [exp.original.jobs[exp.origin[v]].id for v in range(len(model_inst.jobs))] if exp is not None \
                 else [j.id for j in model_inst.jobs]
             data = job_data(model_inst, prune=True, keep={j.id: keep.get(o, set()) | {j.demand} for j, o in zip(model_inst.jobs, origin, strict=True)})

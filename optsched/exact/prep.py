@@ -23,7 +23,7 @@ from optsched.model import Instance, Job, Node, Profile
 from optsched.schedule import Schedule
 from optsched.values import job_value
 
-__all__ = ["HUG_ALL_POINTS_MAX", "JobData", "Point", "hug_keep", "job_data", "node_classes", "pareto_points"]
+__all__ = ["HUG_ALL_POINTS_MAX", "JobData", "Point", "hug_keep", "hug_points_of", "job_data", "node_classes", "pareto_points"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,13 @@ def hug_keep(instance: Instance, schedules: Iterable[Schedule]) -> dict[str, set
     size = sum(len(pareto_points(j, instance.round.fair, prune=False)) for j in instance.jobs) * len(instance.nodes)
     if size <= HUG_ALL_POINTS_MAX:
         return None
+    return hug_points_of(instance, schedules)
+
+
+def hug_points_of(instance: Instance, schedules: Iterable[Schedule]) -> dict[str, set[tuple[int, int]]]:
+    """Per job, its demand point and each point ``schedules`` give it (what :func:`hug_keep`
+    keeps past ``HUG_ALL_POINTS_MAX``, whatever the round's size: cpsat decides on the size of
+    an elastic round's variant model, larger than the round itself)."""
     keep = {j.id: {j.demand} for j in instance.jobs}
     for s in schedules:
         for jid, a in s.jobs.items():
