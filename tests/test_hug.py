@@ -359,3 +359,25 @@ def test_an_elastic_round_reduced_only_as_variants_keeps_the_hints_points(monkey
     for d in built[-1]:  # the model's variants of j0 hold the hint's point (its cores and GB count)
         if d.job.id.startswith("j0@"):
             assert prep.Point(8, 64, 2.0) in d.points, d.job.id
+
+
+def test_a_reduced_hug_models_bound_is_not_below_the_lexicographic_optimum(monkeypatch):
+    from optsched.exact import prep
+
+    # a's 2-core point is dominated (1 core runs as fast) and not its demand point (3 cores), so the
+    # reduced model leaves it out; the optimum runs a and b on 2 cores each (progress 1/2 both, worth
+    # 3), the reduced model only a on 3 and b on 1 (worth 2), and its worth bound (2) is no bound
+    gb = {"mem_per_gpu_gb": [8]}
+    jobs = [{"id": "a0", "gpus": 1, "weight": 1.0, "tenant": "a", "profile": {"cpus_per_gpu": [1, 2, 3], **gb, "throughput": [[1.0]] * 3},
+             "demand": {"cpus_per_gpu": 3, "mem_per_gpu_gb": 8}},
+            {"id": "b0", "gpus": 1, "weight": 1.0, "tenant": "b",
+             "profile": {"cpus_per_gpu": [1, 2, 3, 4], **gb, "throughput": [[1.0], [2.0], [3.0], [4.0]]},
+             "demand": {"cpus_per_gpu": 1, "mem_per_gpu_gb": 8}}]
+    inst = Instance.from_dict({"version": 2, "name": "bound", "round": {"duration_s": 300, "fairness": "hug"},
+                               "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 2, "cpus": 4, "mem_gb": 64}], "jobs": jobs})
+    level, worth = _lexicographic_brute(inst)
+    assert (level, worth) == (Fraction(1, 2), 3.0)
+    monkeypatch.setattr(prep, "HUG_ALL_POINTS_MAX", 0)
+    res = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1)
+    assert res.stats["hug_points"] == "reduced" and res.objective == pytest.approx(2.0)
+    assert res.bound is None or res.bound >= worth - 1e-6, res.bound

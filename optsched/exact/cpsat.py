@@ -1069,13 +1069,16 @@ class CpSatSolver:
             # with a deterministic budget the wall-clock limit is only a safety: no waiting for it
             lp_bound = worker.collect(wait_until=deadline if opts["deterministic_time"] is None else None)
             stats.update(worker.stats, lp_bound=lp_bound)
-        if code != cp_model.OPTIMAL and lp_bound is None and opts["lp_fallback"]:
+        # a reduced HUG model's worth bound covers only schedules over its points: a schedule at a
+        # point it left out may reach the level with more worth, so only the LP bound stands
+        hug_reduced = reduced and instance.round.fairness == "hug"
+        if (code != cp_model.OPTIMAL or hug_reduced) and lp_bound is None and opts["lp_fallback"]:
             from optsched.mip.bound import lp_bound_within
 
             lp_bound = lp_bound_within(instance, deadline, stats)
             stats["lp_bound"] = lp_bound
         bound = None
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) and not hug_reduced:
             # a proven bound on the scaled objective, plus the worst-case rounding error
             bound = scale.bound(model.worth_bound if model.worth_bound is not None else solver.best_objective_bound)
         if lp_bound is not None:
