@@ -11,7 +11,7 @@ Contract-v2 rounds: elastic jobs are modelled on their rigid size variants
 (:func:`optsched.elastic.expand`) with "at most one variant" rows (:func:`add_variant_choice`),
 and the move budget and tenant quotas are linear rows (:func:`add_move_budget`,
 :func:`add_quota_reclaim`): :data:`MIP_FAMILIES` are the families this MIP holds exactly. The
-lexicographic families (deadlines, DRF, packing) are not in it.
+lexicographic families (deadlines, DRF, HUG, packing) are not in it.
 
 Index conventions: ``j`` job index (a variant's index in an elastic round), ``n`` node index, ``t`` index into ``instance.gpu_types``,
 ``p`` index into the job's Pareto points (``RoundData.jobs[j].points``), ``k`` a number of nodes.
