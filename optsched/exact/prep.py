@@ -92,7 +92,7 @@ class JobData:
     index: int
     job: Job
     types: tuple[str, ...]  #: allowed GPU types present in the cluster, fastest first
-    points: tuple[Point, ...]  #: Pareto-reduced admissible points
+    points: tuple[Point, ...]  #: admissible points, Pareto-reduced unless job_data keeps more (HUG)
     base: dict[tuple[str, int], float]  #: (type, point) -> value on one node, not moved
 
     def value(self, instance: Instance, t: str, p: int, n_nodes: int, moved: bool) -> float:
