@@ -1,13 +1,15 @@
 """Gandiva-style consolidation and migration budgets over a trace: does keeping whole nodes idle
 help the large gangs, and what does bounding the moves per round cost and save? On
-bench_policies.py's Philly window, with fungible (cpsat, fungible-greedy) and fixed-demand
-allocation (docs/results.md, "Scheduling policies from the literature").
+bench_policies.py's Philly window (``--workloads alibaba``: its Alibaba window, bench_sim.WORKLOADS),
+with fungible (cpsat, fungible-greedy) and fixed-demand allocation (docs/results.md, "Scheduling
+policies from the literature").
 
     python benchmarks/bench_packing.py run --out benchmarks/results/packing.csv
     python benchmarks/bench_packing.py run --seed 1 --out benchmarks/results/packing_s1.csv   # another model draw
     python benchmarks/bench_packing.py table benchmarks/results/packing.csv benchmarks/results/packing_s1.csv
     python benchmarks/bench_packing.py run --variants plain moves4 moves1 moves0 --time-limit 5 --deterministic-time 1 \
         --out benchmarks/results/moves.csv                                                     # bounded moves
+    python benchmarks/bench_packing.py run --workloads alibaba --out benchmarks/results/packing_alibaba.csv
 
 Variants per allocator (queue policy LAS unless ``--policy``): ``plain`` (no packing),
 ``pack`` (``round.packing = "consolidate"``, tolerance 0: only among the worth-optimal schedules
@@ -18,7 +20,8 @@ running job is not a move) and ``pack5-movesK`` (both).
 
 Per run: average and p99 JCT and makespan over all jobs; for the *large* jobs (gangs of at least
 ``LARGE`` GPUs, a whole Philly node or more) their average queueing delay (first start minus
-arrival) and average JCT; the average JCT of 1-GPU jobs; and, from each solved round's schedule,
+arrival) and average JCT (none on the Alibaba window, whose pods take 1 GPU each: the table prints
+``–``); the average JCT of 1-GPU jobs; and, from each solved round's schedule,
 time-weighted over the rounds with active jobs, the whole free GPUs (on wholly idle nodes) and
 the fragmentation (share of free GPUs on partly used nodes). Load average is recorded beside wall
 time (shared machine).
@@ -157,8 +160,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     for k in keys:
         rows = groups[k]
         f = {c: float(np.mean([float(r[c]) for r in rows])) for c in NUMERIC}
+        large = [("–" if np.isnan(f[c]) else f"{f[c]:.2f}") for c in ("large_queue_h", "large_jct_h")]  # no large jobs
         print(f"| {k[1]} | {k[2]} | {k[3]} | {len(rows)} | {f['avg_jct_h']:.2f} | {f['p99_jct_h']:.1f} | {f['makespan_h']:.1f} | "
-              f"{f['large_queue_h']:.2f} | {f['large_jct_h']:.2f} | {f['small_jct_h']:.2f} | {f['whole_free_gpus']:.1f} | "
+              f"{large[0]} | {large[1]} | {f['small_jct_h']:.2f} | {f['whole_free_gpus']:.1f} | "
               f"{f['fragmentation']:.0%} | {f['gpu_util']:.0%} | {f['preemptions']:.0f} | {f['moves']:.0f} |")
     return 0
 

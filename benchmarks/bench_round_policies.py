@@ -1,8 +1,10 @@
 """Round policy families over a whole trace: deadlines (SLO jobs with admission control) and
-tenant quotas, on bench_policies.py's Philly window, with fungible and fixed-demand allocation
-(docs/results.md, "Scheduling policies from the literature").
+tenant quotas, on bench_policies.py's Philly window (``--workloads alibaba``: its Alibaba window,
+bench_sim.WORKLOADS), with fungible and fixed-demand allocation (docs/results.md, "Scheduling
+policies from the literature").
 
     python benchmarks/bench_round_policies.py run --out benchmarks/results/round_policies.csv
+    python benchmarks/bench_round_policies.py run --workloads alibaba --out benchmarks/results/round_policies_alibaba.csv
     python benchmarks/bench_round_policies.py table benchmarks/results/round_policies.csv
 
 Variants per allocator (queue policy LAS unless ``--policy``):
@@ -11,7 +13,8 @@ Variants per allocator (queue policy LAS unless ``--policy``):
   marking and quotas as the other variants, i.e. what a scheduler unaware of them achieves.
 * ``deadlines``: ``SLO_SHARE`` of the jobs (seeded) must finish by ``submit + SLO_SLACK x
   duration`` (optsched.sim.deadlines: admission, due jobs first, demotion).
-* ``quotas``: every Philly virtual cluster is a tenant with a guaranteed GPU quota proportional
+* ``quotas``: every trace tenant (the loader's ``tenant``: Philly's virtual clusters, Alibaba's
+  QoS classes, the only tenant field the v2023 trace fills) has a guaranteed GPU quota proportional
   to its GPU-time in the window (90 % of the cluster guaranteed in all, at least 1 GPU each).
 
 Quota metrics, per round from the allocator's schedules (time-weighted over rounds with active
