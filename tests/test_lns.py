@@ -66,6 +66,19 @@ def test_sub_instance_folds_restart_into_weight_and_fixes_outside_jobs():
     assert schedule_value(inst, sched) == pytest.approx(0.9 ** 0 * 1.0 * 1.0)
 
 
+def test_sub_instance_keeps_the_room_of_a_job_it_cannot_hold():
+    """A running job moved onto the freed node whose restart costs a whole round (a forced urgent
+    job may be there) stays fixed: the sub-instance does not offer it, and its room is not free."""
+    nodes = [Node("n0", "V100", 2, 8, 100), Node("n1", "V100", 2, 8, 100)]
+    stuck = Job("m", 1, FLAT, (1, 10), placement={"n1": 1}, restart_s=300)
+    other = Job("o", 1, FLAT, (1, 10))
+    inst = Instance("x", tuple(nodes), (stuck, other), Round(300.0))
+    sched = Schedule("x", {"m": Assignment({"n0": 1}, 3, 10)})
+    sub, ids = sub_instance(inst, sched, ["n0"], ["o"])
+    assert ids == ["o"]
+    assert (sub.nodes[0].gpus, sub.nodes[0].cpus, sub.nodes[0].mem_gb) == (1, 5, 90)
+
+
 def test_unknown_option_refused():
     with pytest.raises(InputError, match="bogus"):
         LargeNeighbourhoodSearch().solve(_round(2, 2), time_limit=0.5, seed=0, bogus=True)

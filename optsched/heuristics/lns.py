@@ -158,10 +158,12 @@ def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], ex
         touched = freed.intersection(a.nodes)
         if not touched:
             continue
-        if set(a.nodes) <= freed:
+        if set(a.nodes) <= freed and _placeable(instance, instance.job(j), freed):
             inside.append(j)
             continue
-        for n in touched:  # a job that also runs elsewhere stays fixed: its share is not free
+        # a job that also runs elsewhere stays fixed, and so does one the sub-instance could not
+        # hold (moved here, with a restart of a whole round or more): its share is not free
+        for n in touched:
             g = a.nodes[n]
             room[n][0] -= g
             room[n][1] -= g * a.cpus_per_gpu
@@ -171,11 +173,11 @@ def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], ex
     ids = []
     for j in [*inside, *extra]:
         job = instance.job(j)
+        if not _placeable(instance, job, freed):
+            continue
         if job.placement is not None and not set(job.placement) <= freed:
             # any placement inside the neighbourhood is a move: fold the restart factor into the weight
             factor = 1.0 - job.restart_s / instance.round.duration_s
-            if factor <= 0:
-                continue
             job = replace(job, weight=job.weight * factor, placement=None, restart_s=0.0)
         jobs.append(job)
         ids.append(j)
@@ -186,6 +188,12 @@ def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], ex
         rnd = Round(duration_s=rnd.duration_s, fair=rnd.fair)
         jobs = [replace(j, tenant=None, deadline_s=None, remaining_s=None) if j.uses_v2 else j for j in jobs]
     return Instance(f"{instance.name}/lns", nodes, tuple(jobs), rnd), ids
+
+
+def _placeable(instance: Instance, job: Job, freed: set[str]) -> bool:
+    """Whether the sub-instance on ``freed`` can hold ``job``: not a running job from elsewhere
+    whose restart costs the whole round or more (its weight would fold to <= 0)."""
+    return job.placement is None or set(job.placement) <= freed or job.restart_s < instance.round.duration_s
 
 
 def hug_floor(instance: Instance, schedule: Schedule, ids: list[str], level: int) -> list[tuple[tuple[str, ...], int, int]]:
