@@ -33,16 +33,11 @@ from optsched.round_policies import (
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
-__all__ = ["best_by_drf", "drf_key", "drf_round", "fair_round", "fair_stats", "keep_level", "progressive_fill"]
+__all__ = ["best_by_drf", "drf_key", "fair_round", "fair_stats", "keep_level", "progressive_fill"]
 
 #: what ``admit`` returns for an admitted job: the GPUs it got (usage at its fixed demand), or
 #: its GPUs, cores and GB (usage at the point it got; what a HUG round counts)
 Got = int | tuple[int, int, int]
-
-
-def drf_round(instance: Instance) -> bool:
-    """Whether the round asks for DRF (``round.fairness = "drf"``)."""
-    return instance.round.fairness == "drf"
 
 
 def fair_round(instance: Instance) -> bool:
