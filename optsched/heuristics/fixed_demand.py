@@ -60,7 +60,7 @@ def _at_demand(instance: Instance, drf: bool = False, target: int | None = None,
     for job in order:
         admit(job)
     s = Schedule(instance=instance.name, jobs=out)
-    return repair(instance, s) if policy_families(instance) else s
+    return repair(instance, s, lean=False) if policy_families(instance) else s
 
 
 class FixedDemand:
