@@ -133,7 +133,7 @@ def solve_round(
         if bad and all(v.rule in _POLICY_RULES for v in bad):
             # breaks only the round's policy rules (e.g. last round's schedule once a quota owner
             # arrives): the nearest schedule that keeps them seeds the solver instead
-            from optsched.round_policies import repair
+            from optsched.policy_repair import repair
 
             hint = repair(instance, hint)
             bad = check_schedule(instance, hint)

@@ -1,4 +1,4 @@
-"""round_policies.repair under tenant quotas (rule 6): on random tiny rounds and any
+"""policy_repair.repair under tenant quotas (rule 6): on random tiny rounds and any
 contract-feasible input its output keeps every rule and is never worth less than the previous
 repair's (reclaim everything borrowed, then re-add quota jobs at their demand point); on
 hand-built rounds the targeted reclaim keeps the borrowers the previous repair evicted."""
@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from strategies import elastic_rounds, tiny_instance_dicts
 
 from optsched import check_schedule
+from optsched import policy_repair as pr
 from optsched import round_policies as rp
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
-from optsched.values import schedule_value
+from optsched.values import assignment_value, is_move, schedule_value
 
 PROF = {"cpus_per_gpu": [1, 2], "mem_per_gpu_gb": [8], "throughput": [[1.0], [1.5]]}
 
@@ -26,28 +27,28 @@ def _previous_repair(instance: Instance, schedule: Schedule) -> Schedule:
     GPU first, until nobody borrows, then waiting quota jobs where they fit at their demand point."""
     jobs = dict(schedule.jobs)
     if instance.round.max_moves is not None:
-        moved = sorted(rp._moves(instance, jobs), key=lambda j: (rp.assignment_value(instance, instance.job(j), jobs[j]), j))
+        moved = sorted(rp.moved_jobs(instance, jobs), key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]), j))
         for jid in moved[: max(0, len(moved) - instance.round.max_moves)]:
             del jobs[jid]
-    cl = rp._cluster(instance, jobs)
+    cl = pr._cluster(instance, jobs)
     if instance.round.tenants is not None:
-        rp._add_quota_jobs(instance, jobs, cl)
-        used = rp._used(instance, jobs)
-        if rp._borrowers(instance, used) and rp._owner_waiting(instance, jobs, used):
-            for t in rp._borrowers(instance, used):
+        pr._add_quota_jobs(instance, jobs, cl)
+        used = rp.tenant_gpus(instance, jobs)
+        if rp.borrowers(instance, used) and rp.owner_waiting(instance, jobs, used):
+            for t in rp.borrowers(instance, used):
                 mine = sorted((j for j in jobs if instance.job(j).tenant == t),
-                              key=lambda j: (rp.assignment_value(instance, instance.job(j), jobs[j]) / jobs[j].gpus, j))
+                              key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]) / jobs[j].gpus, j))
                 for jid in mine:
-                    if used[t] <= rp._quota(instance, t):
+                    if used[t] <= rp.quota_of(instance, t):
                         break
                     a = jobs.pop(jid)
                     cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb, sign=-1)
                     used[t] -= a.gpus
-            rp._add_quota_jobs(instance, jobs, cl)
+            pr._add_quota_jobs(instance, jobs, cl)
     for jid in rp.urgent_jobs(instance):
         if jid in jobs:
             continue
-        a = rp._fit(instance, cl, instance.job(jid))
+        a = pr._fit(instance, cl, instance.job(jid))
         if a is None:
             continue
         jobs[jid] = a
@@ -93,12 +94,12 @@ def quota_inputs(draw, elastic: bool = False):
 
 def _rule6(inst, sched) -> bool:
     jobs = {j: Assignment(dict(u), c, m) for j, (u, c, m) in sched.items()}
-    used = rp._used(inst, jobs)
-    return not (rp._borrowers(inst, used) and rp._owner_waiting(inst, jobs, used))
+    used = rp.tenant_gpus(inst, jobs)
+    return not (rp.borrowers(inst, used) and rp.owner_waiting(inst, jobs, used))
 
 
 def _check(inst, given_schedule):
-    out = rp.repair(inst, given_schedule)
+    out = pr.repair(inst, given_schedule)
     assert not check_schedule(inst, out), check_schedule(inst, out)
     assert rp.policy_feasible(inst, out)
     old = _previous_repair(inst, given_schedule)
@@ -106,12 +107,12 @@ def _check(inst, given_schedule):
     if rp.policy_feasible(inst, given_schedule):  # nothing to repair: no job is dropped
         assert set(given_schedule.jobs) <= set(out.jobs)
     if inst.round.max_moves is not None:  # with a move budget no addition is a move
-        assert all(given_schedule.jobs.get(j) == a for j, a in out.jobs.items() if rp.is_move(inst.job(j), a.nodes))
+        assert all(given_schedule.jobs.get(j) == a for j, a in out.jobs.items() if is_move(inst.job(j), a.nodes))
     # the targeted reclaim alone (before the better of it and reclaim-all is kept) keeps the rules too
-    jobs = {j: a for j, a in given_schedule.jobs.items() if not rp.is_move(inst.job(j), a.nodes)} \
+    jobs = {j: a for j, a in given_schedule.jobs.items() if not is_move(inst.job(j), a.nodes)} \
         if inst.round.max_moves is not None else dict(given_schedule.jobs)
     for lean in (True, False):
-        mine = rp._Reclaim(inst, dict(jobs), lean).run()
+        mine = pr._Reclaim(inst, dict(jobs), lean).run()
         s = Schedule(inst.name, mine)
         assert not check_schedule(inst, s) and rp.policy_feasible(inst, s), lean
 
@@ -153,7 +154,7 @@ def test_an_owner_job_reclaims_one_slot_not_every_borrowed_gpu():
     inst = _round(jobs, tenants={"a": {"quota_gpus": 8}})
     given_schedule = _packed(inst, [f"j{i}" for i in range(8)])
     assert not rp.policy_feasible(inst, given_schedule)
-    old, new = _previous_repair(inst, given_schedule), rp.repair(inst, given_schedule)
+    old, new = _previous_repair(inst, given_schedule), pr.repair(inst, given_schedule)
     assert set(old.jobs) == {"j9"}
     assert "j9" in new.jobs and set(new.jobs) == {f"j{i}" for i in range(1, 8)} | {"j9"}  # the cheapest one out
     assert not check_schedule(inst, new) and rp.policy_feasible(inst, new)
@@ -168,14 +169,14 @@ def test_a_running_owner_job_moves_to_where_one_eviction_makes_room():
     jobs.append(_job(9, 4, "a", placement={"n0": 4}, restart_s=30))
     inst = _round(jobs, tenants={"a": {"quota_gpus": 8}, "b": {"quota_gpus": 8}})
     given_schedule = _packed(inst, [f"j{i}" for i in range(8)])
-    old, new = _previous_repair(inst, given_schedule), rp.repair(inst, given_schedule)
+    old, new = _previous_repair(inst, given_schedule), pr.repair(inst, given_schedule)
     assert set(old.jobs) == {"j0", "j1"}
     assert set(new.jobs) == {f"j{i}" for i in range(8) if i != 2} | {"j9"}
     assert new.jobs["j9"].nodes == {"n1": 4}
     assert not check_schedule(inst, new) and rp.policy_feasible(inst, new)
     # with no move left, a's job can only go home: evicting b's cheaper job there still beats reclaiming all
     capped = _round(jobs, tenants={"a": {"quota_gpus": 8}, "b": {"quota_gpus": 8}}, max_moves=0)
-    out = rp.repair(capped, _packed(capped, [f"j{i}" for i in range(8)]))
+    out = pr.repair(capped, _packed(capped, [f"j{i}" for i in range(8)]))
     assert out.jobs["j9"].nodes == {"n0": 4} and len(out.jobs) == 8
     assert not check_schedule(capped, out) and rp.policy_feasible(capped, out)
 
@@ -189,7 +190,7 @@ def test_an_owner_job_goes_to_a_leaner_point_instead_of_evicting():
                                "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 8, "cpus": 12, "mem_gb": 500}], "jobs": jobs})
     given_schedule = Schedule(inst.name, {"j0": Assignment({"n0": 4}, 2, 8)})
     assert not rp.policy_feasible(inst, given_schedule)
-    new = rp.repair(inst, given_schedule)
+    new = pr.repair(inst, given_schedule)
     assert set(new.jobs) == {"j0", "j1"} and new.jobs["j1"].cpus_per_gpu == 1
     assert set(_previous_repair(inst, given_schedule).jobs) == {"j1"}  # b's job evicted
     assert not check_schedule(inst, new)

@@ -32,6 +32,7 @@ from optsched.exact.policies import solve_lexicographic
 from optsched.exact.prep import JobData, dominating_point, hug_keep, hug_points_of, job_data, node_classes
 from optsched.exact.scaling import ValueScale
 from optsched.model import Instance
+from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import (
     DRF_NO_TENANT,
@@ -42,7 +43,6 @@ from optsched.round_policies import (
     hug_usage,
     packing_tolerance,
     policy_families,
-    repair,
     urgent_jobs,
     whole_free_gpus,
 )

@@ -15,8 +15,9 @@ from typing import Any
 from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, progressive_fill
 from optsched.model import Instance, Job
+from optsched.policy_repair import repair
 from optsched.result import Result, Status
-from optsched.round_policies import packing_choice, policy_families, repair, whole_free_gpus
+from optsched.round_policies import packing_choice, policy_families, whole_free_gpus
 from optsched.schedule import Assignment, Schedule
 from optsched.values import schedule_value
 
@@ -25,7 +26,7 @@ __all__ = ["FixedDemand", "fixed_demand_schedule"]
 
 def fixed_demand_schedule(instance: Instance, *, pack: bool = True) -> Schedule:
     """The fixed-demand baseline's schedule (deterministic, always feasible; on a policy round
-    repaired to keep its rules: :func:`optsched.round_policies.repair`; in a packing round, unless
+    repaired to keep its rules: :func:`optsched.policy_repair.repair`; in a packing round, unless
     ``pack`` is false, consolidated: :func:`optsched.round_policies.consolidate`, worth unchanged).
     In a DRF (HUG) round the best by (smallest dominant share (progress), worth) of the
     weight-order schedule and the two progressive-filling ones (:mod:`optsched.heuristics.drf`)."""

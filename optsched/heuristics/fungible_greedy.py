@@ -21,12 +21,12 @@ from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, keep_le
 from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
+from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import (
     consolidate,
     packing_choice,
     policy_families,
-    repair,
     whole_free_gpus,
 )
 from optsched.schedule import Assignment, Schedule

@@ -34,6 +34,7 @@ from optsched.exact.prep import JobData, job_data
 from optsched.heuristics.drf import fair_round, fair_stats, keep_level
 from optsched.heuristics.neighbourhoods import linked_nodes, node_state, random_nodes, targeted_nodes
 from optsched.model import Instance, Job, Node, Round
+from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import (
     DRF_NO_TENANT,
@@ -44,7 +45,6 @@ from optsched.round_policies import (
     packing_choice,
     policy_families,
     policy_feasible,
-    repair,
     whole_free_gpus,
 )
 from optsched.schedule import Schedule

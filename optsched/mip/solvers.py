@@ -39,8 +39,9 @@ from optsched.errors import InputError
 from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
 from optsched.model import Instance
+from optsched.policy_repair import repair
 from optsched.result import Result, Status
-from optsched.round_policies import policy_families, repair
+from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
