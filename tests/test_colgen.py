@@ -136,13 +136,11 @@ def test_bound_worker_returns_the_bound_from_a_child_process():
     assert b == pytest.approx(11.5, rel=1e-6)
 
 
-def test_cpsat_without_the_bound_worker_starts_no_child_process(monkeypatch):
-    """cpsat(bound_worker=False): neither cpsat nor its lns stage starts a bound worker; the LP bound is still reported."""
-    from optsched.gen import SIZE_CLASSES, generate
+def _record_workers(monkeypatch) -> list[str]:
+    """Make every BoundWorker started from now on record its instance's name in the returned list."""
     from optsched.mip import bound_worker
-    from optsched.solve import solve_round
 
-    started = []
+    started: list[str] = []
 
     class Recording(bound_worker.BoundWorker):
         def __init__(self, *args, **kwargs):
@@ -150,8 +148,18 @@ def test_cpsat_without_the_bound_worker_starts_no_child_process(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(bound_worker, "BoundWorker", Recording)
+    return started
+
+
+def test_cpsat_without_the_bound_worker_starts_no_child_process(monkeypatch):
+    """cpsat(bound_worker=False): neither cpsat nor its lns stage starts a bound worker; the LP bound is still reported."""
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.mip import bound_worker
+    from optsched.solve import solve_round
+
+    started = _record_workers(monkeypatch)
     inst = generate(16, 80, seed=0, **SIZE_CLASSES["medium"].options)  # 1,280 cells: cpsat runs an lns stage
-    assert Recording.applies(inst)
+    assert bound_worker.BoundWorker.applies(inst)
     res = solve_round(inst, solver="cpsat", time_limit=4.0, seed=0, bound_worker=False)
     assert started == []
     assert res.bound is not None and res.bound >= res.objective - 1e-6
@@ -181,14 +189,7 @@ def test_a_bound_worker_started_early_is_used_and_stopped_by_cpsat(monkeypatch):
     inst = generate(16, 80, seed=1, **SIZE_CLASSES["medium"].options)  # 1,280 cells: an lns stage
     early = start_bound_worker(inst, 6.0)
     assert isinstance(early, bound_worker.BoundWorker)
-    started = []
-
-    class Recording(bound_worker.BoundWorker):
-        def __init__(self, *args, **kwargs):
-            started.append(args[0].name)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(bound_worker, "BoundWorker", Recording)
+    started = _record_workers(monkeypatch)
     time.sleep(0.5)  # the caller's own work
     res = solve_round(inst, solver="cpsat", time_limit=5.5, seed=0, bound_worker=early)
     assert started == []
