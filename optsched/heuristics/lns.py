@@ -133,6 +133,7 @@ def _starts(instance: Instance, hint: Schedule | None, until: float | None, data
     # (measured on the large and huge library rounds: 0.36-0.66x), so each is built when that
     # much time is left before ``until``
     each = time.perf_counter() - t0
+
     def fits() -> bool:
         return until is None or time.perf_counter() + each < until
 
