@@ -188,3 +188,37 @@ def test_optsched_import_does_not_load_torch() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "False"
+
+
+def test_warm_start_starts_the_bound_worker_before_the_policy(monkeypatch) -> None:
+    """cpsat+maifs starts cpsat's configuration-LP bound worker before the policy decodes and hands
+    that worker to cpsat, which uses it (and starts no other)."""
+    from optsched.exact import cpsat as cpsat_mod
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.learned import auto as auto_mod
+
+    events: list[str] = []
+    started = cpsat_mod.start_bound_worker
+    policy = auto_mod._policy
+    solve = cpsat_mod.CpSatSolver.solve
+
+    def start(*args, **kwargs):
+        w = started(*args, **kwargs)
+        events.append("worker" if w is not None else "no worker")
+        return w
+
+    def decode(*args, **kwargs):
+        events.append("policy")
+        return policy(*args, **kwargs)
+
+    def cpsat_solve(self, instance, **kwargs):
+        events.append("cpsat with its worker" if not isinstance(kwargs.get("bound_worker", True), bool) else "cpsat")
+        return solve(self, instance, **kwargs)
+
+    monkeypatch.setattr(cpsat_mod, "start_bound_worker", start)
+    monkeypatch.setattr(auto_mod, "_policy", decode)
+    monkeypatch.setattr(cpsat_mod.CpSatSolver, "solve", cpsat_solve)
+    inst = generate(16, 80, seed=1, **SIZE_CLASSES["medium"].options)  # 1,280 cells: cpsat has an lns stage
+    res = auto_mod.WarmCpSat().solve(inst, time_limit=4.0, seed=0, num_workers=1)
+    assert events[:3] == ["worker", "policy", "cpsat with its worker"]
+    assert "bound_worker_done" in res.stats and res.bound is not None and res.bound >= res.objective - 1e-6
