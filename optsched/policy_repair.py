@@ -39,7 +39,8 @@ EVICT_NODES = 16
 def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Schedule:
     """A schedule close to ``schedule`` that keeps the quota and max_moves rules.
 
-    1. Moves beyond ``max_moves``: the lowest-valued moved jobs are left out (preempted).
+    1. Moves beyond ``max_moves``: the lowest-valued moved jobs are left out (preempted), urgent
+       (deadline) jobs last.
     2. Quotas: waiting jobs of tenants below quota that fit in their quota are added where they
        fit now. If the rule still fails, two repairs are built and the one of more worth is kept:
 
@@ -65,7 +66,8 @@ def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Sche
 
     jobs = dict(schedule.jobs)
     if instance.round.max_moves is not None:
-        moved = sorted(moved_jobs(instance, jobs), key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]), j))
+        moved = sorted(moved_jobs(instance, jobs),
+                       key=lambda j: (urgent(instance, instance.job(j)), assignment_value(instance, instance.job(j), jobs[j]), j))
         for jid in moved[: max(0, len(moved) - instance.round.max_moves)]:
             del jobs[jid]
     tenants = instance.round.tenants

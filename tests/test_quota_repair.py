@@ -27,7 +27,8 @@ def _previous_repair(instance: Instance, schedule: Schedule) -> Schedule:
     GPU first, until nobody borrows, then waiting quota jobs where they fit at their demand point."""
     jobs = dict(schedule.jobs)
     if instance.round.max_moves is not None:
-        moved = sorted(rp.moved_jobs(instance, jobs), key=lambda j: (assignment_value(instance, instance.job(j), jobs[j]), j))
+        moved = sorted(rp.moved_jobs(instance, jobs),
+                       key=lambda j: (rp.urgent(instance, instance.job(j)), assignment_value(instance, instance.job(j), jobs[j]), j))
         for jid in moved[: max(0, len(moved) - instance.round.max_moves)]:
             del jobs[jid]
     cl = pr._cluster(instance, jobs)
@@ -194,3 +195,17 @@ def test_an_owner_job_goes_to_a_leaner_point_instead_of_evicting():
     assert set(new.jobs) == {"j0", "j1"} and new.jobs["j1"].cpus_per_gpu == 1
     assert set(_previous_repair(inst, given_schedule).jobs) == {"j1"}  # b's job evicted
     assert not check_schedule(inst, new)
+
+
+def test_the_move_budget_drops_a_non_urgent_move_before_an_urgent_one():
+    """max_moves 1, two running jobs moved: urgent j0 (worth 1) and j1 (worth 2). Leaving j1 out
+    keeps the budget and j0's deadline; before, the lowest-valued move (the urgent j0) went."""
+    nodes = [{"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "cpus": 64, "mem_gb": 500} for i in range(3)]
+    jobs = [_job(0, 4, placement={"n0": 4}, remaining_s=100, deadline_s=200), _job(1, 4, w=2.0, placement={"n1": 4}), _job(2, 4, w=3.0)]
+    inst = Instance.from_dict({"version": 2, "name": "u", "round": {"duration_s": 300, "max_moves": 1}, "nodes": nodes, "jobs": jobs})
+    assert rp.urgent_jobs(inst) == ["j0"]
+    given_schedule = Schedule(inst.name, {"j0": Assignment({"n2": 4}, 1, 8), "j1": Assignment({"n0": 4}, 1, 8),
+                                          "j2": Assignment({"n1": 4}, 1, 8)})
+    out = pr.repair(inst, given_schedule)
+    assert set(out.jobs) == {"j0", "j2"} and out.jobs["j0"].nodes == {"n2": 4}
+    assert not check_schedule(inst, out) and not check_schedule(inst, out).deadline_misses
