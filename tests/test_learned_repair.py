@@ -447,3 +447,24 @@ def test_move_to_faster_on_generator_rounds_is_feasible_and_monotone(net) -> Non
         assert report.objective == pytest.approx(state_value(inst, f, base))
         assert report.objective >= v0 - 1e-9
     assert moved > 0
+
+
+def test_improve_final_pass_starts_no_step_past_its_deadline(net, monkeypatch) -> None:
+    """improve() with its deadline already past (no repack starts) leaves the state kept as it is:
+    none of the final pass's steps runs (each one's set-up alone is O(jobs), tens of ms at
+    1,024 x 4,000, past a deadline that keeps only a 5 % margin to the time limit)."""
+    import time
+
+    import optsched.learned.repair as repair
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a final-pass step ran past the deadline")
+
+    for name in ("repoint_nodes", "squeeze_gangs", "relocate", "move_to_faster"):
+        monkeypatch.setattr(repair, name, refuse)
+    monkeypatch.setattr(repair, "RELOCATE_CELLS", 0)
+    inst = _round(4, 6, 24, 2, False)
+    f, base = _base(net, inst)
+    base_v = state_value(inst, f, base)
+    won, v = improve(inst, f, base, deadline=time.perf_counter() - 1.0)
+    assert won is base and v == pytest.approx(base_v)

@@ -1205,13 +1205,19 @@ def improve(
     if best is not None and feats.n_jobs and feats.n_nodes:  # on the state kept: moves that only raise its worth
         large = feats.n_nodes * feats.n_jobs > RELOCATE_CELLS
         before_v = best_v
-        if large:  # polish() left the per-node mixes to here
+
+        def live() -> bool:  # each step's set-up is O(jobs) (tens of ms at 1,024 x 4,000): none past the deadline
+            return deadline is None or time.perf_counter() < deadline
+
+        if large and live():  # polish() left the per-node mixes to here
             repointed = repoint_nodes(instance, feats, best, deadline=deadline)
         free = np.stack([best.free_g, best.free_c, best.free_m])
-        gangs = squeeze_gangs(instance, feats, best, deadline=deadline)
-        if large and (deadline is None or time.perf_counter() < deadline):
+        if live():
+            gangs = squeeze_gangs(instance, feats, best, deadline=deadline)
+        if large and live():
             moved = relocate(instance, feats, best)
-        faster = move_to_faster(instance, feats, best, deadline=deadline)
+        if live():
+            faster = move_to_faster(instance, feats, best, deadline=deadline)
         if gangs or moved or faster:  # the nodes these moves touched get their best mix again
             touched = np.flatnonzero((free != np.stack([best.free_g, best.free_c, best.free_m])).any(axis=0))
             repoint_nodes(instance, feats, best, nodes=touched, deadline=deadline)
