@@ -846,9 +846,9 @@ def squeeze_gangs(instance: Instance, feats: RoundFeatures, st: _State, *, max_n
     """Admit waiting multi-GPU jobs split over nodes that also hold other jobs: the gang spreads
     evenly over ``k`` nodes of one GPU type with free GPUs (at most ``G - 1`` GPUs on each, ``k``
     from the fewest such nodes to ``extra_nodes`` more; worth times its spread factor to the
-    ``k - 1``), and on each node the cores and memory its part needs are freed by moving co-located
-    single-node jobs down their grid (:func:`_freeing_plan`, as :func:`squeeze_in` does for one
-    node). For each waiting job, most valuable per GPU first, over its types, node counts and grid
+    ``k - 1``), and on each node the co-located single-node jobs re-choose their grid points in
+    what its part leaves (their best mix, :func:`_remix`; :func:`squeeze_in`'s greedy
+    :func:`_freeing_plan` is not used here). For each waiting job, most valuable per GPU first, over its types, node counts and grid
     points, the cheapest nodes (those with room first, then the ``max_nodes`` with the most room)
     give the admission with the largest net gain (its worth minus what the downgrades lose),
     applied when positive. Returns the number of jobs admitted."""
