@@ -708,6 +708,15 @@ def node_knapsack(values: list[np.ndarray], cpus: list[np.ndarray], mem: list[np
     return best, choice
 
 
+def _single_node_jobs(st: _State) -> dict[int, list[int]]:
+    """Node -> the jobs placed wholly on it, in placement order."""
+    residents: dict[int, list[int]] = {}
+    for j, w in st.where.items():
+        if len(w) == 1:
+            residents.setdefault(next(iter(w)), []).append(j)
+    return residents
+
+
 def repoint_nodes(instance: Instance, feats: RoundFeatures, st: _State, *, nodes: np.ndarray | None = None,
                   deadline: float | None = None) -> float:
     """Re-choose, node by node, the grid points of all single-node jobs on the node at once
@@ -716,10 +725,7 @@ def repoint_nodes(instance: Instance, feats: RoundFeatures, st: _State, *, nodes
     where a node is full (e.g. eight running jobs that arrived at their demand: one job must go
     down the grid for two others to go up); this finds the node's best mix. ``nodes``: the nodes to
     treat (default: every node with two or more single-node jobs). Returns the worth gained."""
-    residents: dict[int, list[int]] = {}
-    for j, w in st.where.items():
-        if len(w) == 1:
-            residents.setdefault(next(iter(w)), []).append(j)
+    residents = _single_node_jobs(st)
     todo = [n for n, js in residents.items() if len(js) > 1] if nodes is None else [int(n) for n in nodes if len(residents.get(int(n), ())) > 1]
     ok_pts = feats.point_ok & feats.point_mask
     gained = 0.0
@@ -769,10 +775,7 @@ def squeeze_in(instance: Instance, feats: RoundFeatures, st: _State, *, max_node
     waiting = np.flatnonzero(~placed & (feats.gpus <= feats.node_gpus.max(initial=0)))
     if waiting.size == 0 or not (st.free_g > 0).any():
         return 0
-    residents: dict[int, list[int]] = {}
-    for j, w in st.where.items():
-        if len(w) == 1:
-            residents.setdefault(next(iter(w)), []).append(j)
+    residents = _single_node_jobs(st)
     mult = {j: _multiplier(instance, feats, j, w) for j, w in st.where.items()}
     ok_pts = feats.point_ok & feats.point_mask
     top = _top_worth(feats, waiting)
@@ -858,10 +861,7 @@ def squeeze_gangs(instance: Instance, feats: RoundFeatures, st: _State, *, max_n
     waiting = np.flatnonzero(~placed & (feats.gpus >= 2))
     if waiting.size == 0 or int(st.free_g.max(initial=0)) == 0:
         return 0
-    residents: dict[int, list[int]] = {}
-    for j, w in st.where.items():
-        if len(w) == 1:
-            residents.setdefault(next(iter(w)), []).append(j)
+    residents = _single_node_jobs(st)
     mult = {j: _multiplier(instance, feats, j, w) for j, w in st.where.items()}
     ok_pts = feats.point_ok & feats.point_mask
     types = np.unique(feats.node_type)
