@@ -50,9 +50,10 @@ def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Sche
          the nodes) where evicting the fewest / cheapest borrowers' jobs makes room (cost: the
          evicted jobs' worth, a running job's raised by its restart share). The rule is
          re-checked after each step and the pass stops once it holds. If it still fails, borrowers'
-         jobs are left out (lowest value per GPU first) until nobody borrows and the owners'
-         jobs are placed again. Once no owner waits, evicted jobs, then the other jobs left out,
-         are added back where they fit (borrowing is allowed again);
+         jobs are left out (lowest value per GPU first) until nobody borrows. Owners' jobs still
+         waiting are then placed where they fit (without eviction). Once no owner waits, evicted
+         jobs, then the other jobs left out, are added back where they fit (borrowing is allowed
+         again);
        * *reclaim-all*: the previous repair (borrowers' jobs left out until nobody borrows,
          waiting quota jobs re-added at their demand point), then the same adding back once no
          owner waits. It only adds to that repair's schedule, so the result is never worth less.
@@ -564,6 +565,7 @@ class _Reclaim:
             self.owners(evict=True)
         if not self.st.ok():
             self.reclaim_rest()
+        if self.st.owner_waiting():  # the rule holds as nobody borrows: place the owners' jobs that fit
             self.owners(evict=False, until_ok=False)
         self.add_back()
         return self.jobs

@@ -209,3 +209,15 @@ def test_the_move_budget_drops_a_non_urgent_move_before_an_urgent_one():
     out = pr.repair(inst, given_schedule)
     assert set(out.jobs) == {"j0", "j2"} and out.jobs["j0"].nodes == {"n2": 4}
     assert not check_schedule(inst, out) and not check_schedule(inst, out).deadline_misses
+
+
+def test_the_targeted_reclaim_places_the_owners_jobs_that_fit_once_nobody_borrows():
+    """An 8-GPU job without a tenant fills n0; tenant a (quota 8) waits with two 4-GPU jobs.
+    Evicting it for a's first job leaves nobody borrowing, so the rule holds; a's second job fits
+    the freed room and must run too (before, the pass stopped there and 4 GPUs idled)."""
+    jobs = [_job(0, 8), _job(1, 4, "a", w=2.0), _job(2, 4, "a")]
+    inst = _round(jobs, n_nodes=1, tenants={"a": {"quota_gpus": 8}})
+    given_schedule = Schedule(inst.name, {"j0": Assignment({"n0": 8}, 1, 8)})
+    out = pr._Reclaim(inst, dict(given_schedule.jobs), True).run()
+    assert set(out) == {"j1", "j2"}
+    assert set(pr.repair(inst, given_schedule).jobs) == {"j1", "j2"}
