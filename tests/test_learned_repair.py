@@ -402,6 +402,25 @@ def test_improve_final_pass_on_large_rounds_is_feasible(net, monkeypatch) -> Non
         assert report.objective == pytest.approx(v)
 
 
+def test_improve_reports_the_final_pass_on_the_policys_own_schedule(net, monkeypatch) -> None:
+    """Without repacks the state kept is the decoded one, changed in place by the final pass: the
+    polished objective in the stats is its final worth (the solver labels the result by it)."""
+    import optsched.learned.repair as repair
+
+    monkeypatch.setattr(repair, "RELOCATE_CELLS", 0)
+    gained = 0
+    for seed in range(8):
+        inst = _round(seed, 6, 24, 2, False)
+        f, base = _base(net, inst)
+        base_v = state_value(inst, f, base)
+        stats: dict = {}
+        won, v = improve(inst, f, base, configs=(), stats=stats)
+        assert won is base and not stats["repair_used"]
+        assert stats["repair_polished_objective"] == pytest.approx(v)
+        gained += v > base_v + 1e-9
+    assert gained > 0
+
+
 def test_move_to_faster_makes_room_on_a_faster_node() -> None:
     """Node f (V100, 2 GPUs, 45 GB) runs r at 40 GB (1.5; r may only use V100) with 5 GB free; job
     a (weight 2) runs on a K80 node at half speed (1.0). On f at 10 GB a is worth 2.0 once r goes

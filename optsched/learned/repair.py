@@ -1226,6 +1226,8 @@ def improve(
         else:
             best_v += repointed
         repointed = best_v - before_v
+        if best is base:  # the final pass changed the policy's own schedule in place
+            polished_v = best_v
     if stats is not None:
         stats.update(repair_repointed=repointed, repair_gangs_squeezed=gangs, repair_relocated=moved, repair_moved_faster=faster)
         stats.update(repair_base_objective=base_v, repair_polished_objective=polished_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
