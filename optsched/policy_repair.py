@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from optsched.model import Instance, Job
 from optsched.round_policies import (
     borrowers,
@@ -119,8 +121,6 @@ def _fit(instance: Instance, cl: Cluster, job: Job, limit: int | None = None) ->
     """Where ``job`` fits in the free room at its demand point without a move (its current
     placement if it runs, else best fit on its fastest allowed type) with at most ``limit`` GPUs;
     ``None`` when nowhere. An elastic job tries its nominal size, then the others largest first."""
-    from optsched.heuristics.common import types_by_speed
-
     c, m = job.demand
     if job.placement is not None:
         ok = (limit is None or sum(job.placement.values()) <= limit) and cl.fits_at(job.placement, c, m)
@@ -129,7 +129,7 @@ def _fit(instance: Instance, cl: Cluster, job: Job, limit: int | None = None) ->
     for k in sizes:
         if limit is not None and k > limit:
             continue
-        for t in types_by_speed(instance, job):
+        for t in cl.allowed_types(job):  # types_by_speed, memoised by the cluster
             nodes = cl.best_fit(t, k, c, m)
             if nodes is not None:
                 return Assignment(nodes, c, m)
@@ -229,7 +229,14 @@ class _Reclaim:
                 self.on_node.setdefault(instance.node_idx(nid), set()).add(jid)
         self.evicted: list[tuple[str, Assignment]] = []
         self._costs: dict[str, tuple[Assignment, float]] = {}
-        self._lb: dict[int, tuple[float, float, int, int, int] | None] = {}
+        # _cheapest's memo per node index: cost, cost per GPU, GPUs / cores / GB free once the
+        # borrowers' jobs are out; has: some borrower's job there; stale: to recompute when next read
+        n = len(instance.nodes)
+        self._lb_cost = np.zeros((n, 2), dtype=np.float64)
+        self._lb_free = np.zeros((n, 3), dtype=np.int64)
+        self._lb_has = np.zeros(n, dtype=bool)
+        self._lb_stale = np.ones(n, dtype=bool)
+        self._node_gpus = np.array([x.gpus for x in instance.nodes], dtype=np.int64)
         self._pts: dict[tuple[int, tuple[int, int]], tuple[list[tuple[int, int, float]], list[tuple[int, int]]]] = {}
 
     # --- bookkeeping ---
@@ -242,7 +249,7 @@ class _Reclaim:
         for nid in a.nodes:
             i = self.inst.node_idx(nid)
             self.on_node.setdefault(i, set()).add(jid)
-            self._lb.pop(i, None)
+            self._lb_stale[i] = True
 
     def _drop(self, jid: str) -> None:
         job = self.inst.job(jid)
@@ -252,7 +259,7 @@ class _Reclaim:
         for nid in a.nodes:
             i = self.inst.node_idx(nid)
             self.on_node[i].discard(jid)
-            self._lb.pop(i, None)
+            self._lb_stale[i] = True
         self.evicted.append((jid, a))
 
     def points(self, job: Job) -> tuple[list[tuple[int, int, float]], list[tuple[int, int]]]:
@@ -342,7 +349,7 @@ class _Reclaim:
         (``None``: none there); memoised until a job lands on or leaves the node (nobody starts
         borrowing while owners' jobs are placed, so a memo only errs low). Freeing ``n`` GPUs on
         the node costs at least ``max(cost, n x per GPU)``."""
-        if i not in self._lb:
+        if self._lb_stale[i]:
             nid = self.cl.ids[i]
             g, c, m = int(self.cl.gpu[i]), int(self.cl.cpu[i]), int(self.cl.mem[i])
             vs = []
@@ -352,8 +359,41 @@ class _Reclaim:
                     k = a.nodes[nid]
                     vs.append((self._cost(j), k))
                     g, c, m = g + k, c + k * a.cpus_per_gpu, m + k * a.mem_per_gpu_gb
-            self._lb[i] = (min(x for x, _ in vs), min(x / k for x, k in vs), g, c, m) if vs else None
-        return self._lb[i]
+            self._lb_stale[i] = False
+            self._lb_has[i] = bool(vs)
+            if vs:
+                self._lb_cost[i] = (min(x for x, _ in vs), min(x / k for x, k in vs))
+                self._lb_free[i] = (g, c, m)
+        if not self._lb_has[i]:
+            return None
+        (lo, per), (g, c, m) = self._lb_cost[i].tolist(), self._lb_free[i].tolist()
+        return lo, per, g, c, m
+
+    def _candidates(self, t: str, k: int, least: list[tuple[int, int]]) -> list[tuple[float, int]]:
+        """The ``EVICT_NODES`` nodes of type ``t`` (with ``k`` GPUs or more) where evicting
+        borrowers' jobs might make room for ``k`` GPUs at one of the ``least`` points, as
+        ``(lower bound on the cost, node index)``, least first (ties by index). Vectorised over
+        the memo of :meth:`_cheapest`; only the stale entries are recomputed."""
+        idx = self.cl.by_type[t]
+        idx = idx[self._node_gpus[idx] >= k]
+        for i in idx[self._lb_stale[idx]].tolist():
+            self._cheapest(i)
+        free = self._lb_free[idx]
+        ok = self._lb_has[idx] & (free[:, 0] >= k)
+        room = np.zeros(idx.size, dtype=bool)
+        for c, m in least:
+            room |= (free[:, 1] >= c * k) & (free[:, 2] >= m * k)
+        idx = idx[ok & room]
+        if not idx.size:
+            return []
+        cost = self._lb_cost[idx]
+        lb = np.maximum(cost[:, 0], cost[:, 1] * (k - self.cl.gpu[idx]))
+        if idx.size > EVICT_NODES:  # the EVICT_NODES least bounds and any ties with the last of them
+            cut = np.partition(lb, EVICT_NODES - 1)[EVICT_NODES - 1]
+            keep = lb <= cut
+            idx, lb = idx[keep], lb[keep]
+        order = np.lexsort((idx, lb))[:EVICT_NODES]
+        return list(zip(lb[order].tolist(), idx[order].tolist(), strict=True))
 
     def _victims(self, idx: Iterable[int]) -> list[str]:
         """Borrowers' jobs on these nodes, cheapest per GPU first."""
@@ -467,16 +507,8 @@ class _Reclaim:
                     # branch and bound: nodes by their cheapest borrower's job (a lower bound on
                     # what making room there costs), until even that exceeds the job's best worth
                     ub = job_value(self.inst, job, t, top[0], top[1], 1, False, k)
-                    cands = []
-                    for i in self.cl.by_type[t].tolist():
-                        if self.inst.nodes[i].gpus < k:
-                            continue
-                        low = self._cheapest(i)
-                        if low is not None and low[2] >= k and any(low[3] >= c * k and low[4] >= m * k for c, m in least):
-                            cands.append((max(low[0], low[1] * (k - int(self.cl.gpu[i]))), i))
-                    cands.sort()
                     found = False
-                    for lb, i in cands[:EVICT_NODES]:
+                    for lb, i in self._candidates(t, k, least):
                         if best is not None and ub - lb <= best[0]:
                             found = True
                             break

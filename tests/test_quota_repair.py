@@ -221,3 +221,23 @@ def test_the_targeted_reclaim_places_the_owners_jobs_that_fit_once_nobody_borrow
     out = pr._Reclaim(inst, dict(given_schedule.jobs), True).run()
     assert set(out) == {"j1", "j2"}
     assert set(pr.repair(inst, given_schedule).jobs) == {"j1", "j2"}
+
+
+def test_the_eviction_candidates_are_the_least_bounds_of_all_nodes_ties_by_index():
+    """40 nodes filled by 1-GPU jobs without a tenant, of two worths (many equal bounds); tenant a
+    waits with 1-GPU jobs. After each targeted placement, _candidates (vectorised, partial
+    selection) equals sorting every node by (lower bound, index) and keeping EVICT_NODES."""
+    jobs = [_job(i, 1, w=1.0 + (i % 3 == 0) / 2) for i in range(320)] + [_job(1000 + i, 1, "a") for i in range(30)]
+    inst = _round(jobs, n_nodes=40, tenants={"a": {"quota_gpus": 160}})
+    r = pr._Reclaim(inst, {f"j{i}": Assignment({f"n{i // 8}": 1}, 1, 8) for i in range(320)}, True)
+    _pts, least = r.points(inst.job("j1000"))
+    assert pr.EVICT_NODES < 40
+    for i in range(30):
+        ref = []
+        for n in r.cl.by_type["V100"].tolist():
+            low = r._cheapest(n)
+            if low is not None and low[2] >= 1 and any(low[3] >= c and low[4] >= m for c, m in least):
+                ref.append((max(low[0], low[1] * (1 - int(r.cl.gpu[n]))), n))
+        got = r._candidates("V100", 1, least)
+        assert got == sorted(ref)[: pr.EVICT_NODES] and len({lb for lb, _ in got}) < len(got)  # ties among them
+        assert r.evict_place(inst.job(f"j{1000 + i}"), r.st.rest("a"))
