@@ -58,6 +58,18 @@ def tiny_instances(**kw) -> st.SearchStrategy[Instance]:
     return tiny_instance_dicts(**kw).map(Instance.from_dict)
 
 
+def draw_two_tenants(draw, d: dict) -> None:
+    """Give the round dict ``d`` tenants ``a`` and ``b`` with quotas summing to at most its GPUs,
+    and each job tenant a, b or none."""
+    total = sum(n["gpus"] for n in d["nodes"])
+    qa = draw(st.integers(0, total))
+    d["round"]["tenants"] = {"a": {"quota_gpus": qa}, "b": {"quota_gpus": draw(st.integers(0, total - qa))}}
+    for j in d["jobs"]:
+        t = draw(st.sampled_from(["a", "b", None]))
+        if t is not None:
+            j["tenant"] = t
+
+
 @st.composite
 def elastic_rounds(draw, policies: bool = False):
     """Tiny contract-v2 rounds with elastic jobs (each listing its current size when running);
@@ -76,14 +88,8 @@ def elastic_rounds(draw, policies: bool = False):
     if not any("elastic" in j for j in d["jobs"]):
         d["jobs"][0]["elastic"] = {"gpus": [d["jobs"][0]["gpus"]], "scaling": [1.0]}
     if policies:
-        total = sum(n["gpus"] for n in d["nodes"])
         if draw(st.booleans()):
-            qa = draw(st.integers(0, total))
-            d["round"]["tenants"] = {"a": {"quota_gpus": qa}, "b": {"quota_gpus": draw(st.integers(0, total - qa))}}
-            for j in d["jobs"]:
-                t = draw(st.sampled_from(["a", "b", None]))
-                if t is not None:
-                    j["tenant"] = t
+            draw_two_tenants(draw, d)
         if draw(st.booleans()) or "tenants" not in d["round"]:
             d["round"]["max_moves"] = draw(st.integers(0, 1))
     return Instance.from_dict(d)

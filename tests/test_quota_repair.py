@@ -10,7 +10,7 @@ import copy
 from bruteforce import feasible_schedules, search_size
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import elastic_rounds, tiny_instance_dicts
+from strategies import draw_two_tenants, elastic_rounds, tiny_instance_dicts
 
 from optsched import check_schedule
 from optsched import policy_repair as pr
@@ -71,13 +71,8 @@ def quota_inputs(draw, elastic: bool = False):
     else:
         d = draw(tiny_instance_dicts(max_nodes=3, max_jobs=5))
         d["version"] = 2
-        total = sum(n["gpus"] for n in d["nodes"])
-        qa = draw(st.integers(0, total))
-        d["round"]["tenants"] = {"a": {"quota_gpus": qa}, "b": {"quota_gpus": draw(st.integers(0, total - qa))}}
+        draw_two_tenants(draw, d)
         for j in d["jobs"]:
-            t = draw(st.sampled_from(["a", "b", None]))
-            if t is not None:
-                j["tenant"] = t
             if draw(st.integers(0, 3)) == 0:
                 j["remaining_s"] = draw(st.floats(10.0, 2000.0))
                 j["deadline_s"] = draw(st.floats(0.0, 2000.0))
