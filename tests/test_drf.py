@@ -32,22 +32,24 @@ def _round(jobs, nodes=None, **rnd):
                                "nodes": nodes, "jobs": jobs})
 
 
-def test_fairness_is_a_version_2_field_and_bad_values_are_refused_by_name():
+@pytest.mark.parametrize("fairness", ["drf", "hug"])
+def test_fairness_is_a_version_2_field_and_bad_values_are_refused_by_name(fairness):
     d = base_round()
     d["version"] = 2
-    d["round"]["fairness"] = "drf"
+    d["round"]["fairness"] = fairness
     inst = Instance.from_dict(d)
-    assert inst.version == 2 and inst.round.fairness == "drf"
+    assert inst.version == 2 and inst.round.fairness == fairness
     assert Instance.from_dict(inst.to_dict()).to_dict() == inst.to_dict()
     d["version"] = 1
     with pytest.raises(InputError) as e:
         Instance.from_dict(d)
     assert e.value.field == "version" and "round.fairness" in str(e.value)
     d["version"] = 2
-    d["round"]["fairness"] = "max-min"
-    with pytest.raises(InputError) as e:
-        Instance.from_dict(d)
-    assert e.value.field == "round.fairness" and "max-min" in str(e.value)
+    for bad in ("max-min", fairness.upper(), fairness + "2", 1):
+        d["round"]["fairness"] = bad
+        with pytest.raises(InputError) as e:
+            Instance.from_dict(d)
+        assert e.value.field == "round.fairness" and str(bad) in str(e.value) and f"'{fairness}'" in str(e.value), bad
     assert "fairness" not in Instance.from_dict(base_round()).to_dict()["round"]
 
 

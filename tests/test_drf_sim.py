@@ -63,7 +63,8 @@ def test_fairness_is_checked_by_name():
     assert e.value.field == "fairness" and "max-min" in str(e.value)
 
 
-def test_cli_simulate_with_drf(tmp_path):
+@pytest.mark.parametrize("fairness", ["drf", "hug"])
+def test_cli_simulate_with_fairness(tmp_path, fairness):
     from optsched.cli import main
 
     trace = tmp_path / "t.csv"
@@ -71,9 +72,9 @@ def test_cli_simulate_with_drf(tmp_path):
                      "a,0,2000,4,1.0,,,vc1,,,,0\nb,0,2000,4,1.0,,,vc1,,,,0\nc,100,300,4,1.0,,,vc2,,,,0\n")
     out = tmp_path / "out"
     rc = main(["simulate", str(trace), "--cluster", "1x8", "--policy", "fifo", "--allocator", "fungible-greedy", "--time-limit", "1",
-               "-o", str(out), "--check", "--no-progress", "--fairness", "drf", "--restart", "0"])
+               "-o", str(out), "--check", "--no-progress", "--fairness", fairness, "--restart", "0"])
     assert rc == 0
     doc = json.loads((out / "fifo-fungible-greedy-s0.metrics.json").read_text())
-    assert doc["run"]["round_policies"]["fairness"] == "drf" and doc["metrics"]["finished"] == 3
+    assert doc["run"]["round_policies"]["fairness"] == fairness and doc["metrics"]["finished"] == 3
     assert doc["metrics"]["preemptions"] == 1  # vc2's job takes one of vc1's two 4-GPU slots at the next boundary
     assert main(["simulate", str(trace), "--fairness", "max-min", "-o", str(out), "--no-progress"]) == 2

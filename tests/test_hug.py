@@ -17,7 +17,6 @@ from fractions import Fraction
 
 import pytest
 from bruteforce import _options, feasible_schedules, search_size
-from conftest import base_round
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import tiny_instance_dicts
@@ -67,28 +66,6 @@ def _lexicographic_brute(inst):
         if best is None or (level, total) > best:
             best = (level, total)
     return best
-
-
-# --- the contract field ----------------------------------------------------------------------------
-
-
-def test_hug_is_a_version_2_value_and_bad_values_are_refused_by_name():
-    d = base_round()
-    d["version"] = 2
-    d["round"]["fairness"] = "hug"
-    inst = Instance.from_dict(d)
-    assert inst.round.fairness == "hug"
-    assert Instance.from_dict(inst.to_dict()).to_dict() == inst.to_dict()
-    d["version"] = 1
-    with pytest.raises(InputError) as e:
-        Instance.from_dict(d)
-    assert e.value.field == "version" and "round.fairness" in str(e.value)
-    d["version"] = 2
-    for bad in ("HUG", "hug2", 1):
-        d["round"]["fairness"] = bad
-        with pytest.raises(InputError) as e:
-            Instance.from_dict(d)
-        assert e.value.field == "round.fairness" and "'hug'" in str(e.value), bad
 
 
 # --- a round where DRF and HUG differ --------------------------------------------------------------
@@ -215,24 +192,6 @@ def test_heuristics_are_feasible_and_never_below_their_plain_schedules_progress(
     plain_inst = Instance.from_dict({**inst.to_dict(), "round": {k: v for k, v in inst.to_dict()["round"].items() if k != "fairness"}})
     plain = solve_round(plain_inst, solver=method, time_limit=1)
     assert hug_level(inst, res.schedule.jobs) >= hug_level(inst, plain.schedule.jobs)
-
-
-# --- the simulator ---------------------------------------------------------------------------------
-
-
-def test_cli_simulate_with_hug(tmp_path):
-    from optsched.cli import main
-
-    trace = tmp_path / "t.csv"
-    trace.write_text("job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored\n"
-                     "a,0,2000,4,1.0,,,vc1,,,,0\nb,0,2000,4,1.0,,,vc1,,,,0\nc,100,300,4,1.0,,,vc2,,,,0\n")
-    out = tmp_path / "out"
-    rc = main(["simulate", str(trace), "--cluster", "1x8", "--policy", "fifo", "--allocator", "fungible-greedy", "--time-limit", "1",
-               "-o", str(out), "--check", "--no-progress", "--fairness", "hug", "--restart", "0"])
-    assert rc == 0
-    doc = json.loads((out / "fifo-fungible-greedy-s0.metrics.json").read_text())
-    assert doc["run"]["round_policies"]["fairness"] == "hug" and doc["metrics"]["finished"] == 3
-    assert doc["metrics"]["preemptions"] == 1  # as under DRF: vc2's job takes one of vc1's two 4-GPU slots
 
 
 def test_the_leftover_pass_only_adds_cores_and_memory_in_a_hug_round():
