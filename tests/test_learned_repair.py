@@ -222,6 +222,19 @@ def test_polish_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None:
     assert report.feasible, list(report)
 
 
+def _checked_step(step, inst: Instance, f, base) -> int:
+    """Run ``step(inst, f, base)`` (a repair step changing ``base`` in place) and check the state it
+    leaves: feasible under the checker, worth what state_value says, and not below the state before.
+    Returns what the step returned."""
+    v0 = state_value(inst, f, base)
+    out = step(inst, f, base)
+    report = check_schedule(inst, _schedule(inst, f, base))
+    assert report.feasible, list(report)
+    assert report.objective == pytest.approx(state_value(inst, f, base))
+    assert report.objective >= v0 - 1e-9
+    return out
+
+
 def test_node_knapsack_is_exact() -> None:
     """On 300 random small multiple-choice knapsacks it finds the enumerated optimum (and says
     ``None`` exactly when no choice fits), and its choices are worth what it reports."""
@@ -373,12 +386,7 @@ def test_squeeze_gangs_on_generator_rounds_is_feasible_and_monotone(net) -> None
                 base.free_c[n] += int(f.point_c[j, base.point[j]]) * k
                 base.free_m[n] += int(f.point_m[j, base.point[j]]) * k
             del base.point[j]
-        v0 = state_value(inst, f, base)
-        admitted += squeeze_gangs(inst, f, base)
-        report = check_schedule(inst, _schedule(inst, f, base))
-        assert report.feasible, list(report)
-        assert report.objective == pytest.approx(state_value(inst, f, base))
-        assert report.objective >= v0 - 1e-9
+        admitted += _checked_step(squeeze_gangs, inst, f, base)
     assert admitted > 0
 
 
@@ -459,12 +467,7 @@ def test_move_to_faster_on_generator_rounds_is_feasible_and_monotone(net) -> Non
         except InputError:
             continue
         f, base = _base(net, inst)
-        v0 = state_value(inst, f, base)
-        moved += move_to_faster(inst, f, base)
-        report = check_schedule(inst, _schedule(inst, f, base))
-        assert report.feasible, list(report)
-        assert report.objective == pytest.approx(state_value(inst, f, base))
-        assert report.objective >= v0 - 1e-9
+        moved += _checked_step(move_to_faster, inst, f, base)
     assert moved > 0
 
 
