@@ -829,6 +829,11 @@ def _not_worse(a: tuple, b: tuple) -> bool:
 _STATUS = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.TIME_LIMIT, cp_model.UNKNOWN: Status.TIME_LIMIT}
 
 
+def _deadline(instance: Instance, start: float, time_limit: float) -> float:
+    """When a call started at ``start`` must stop working: the limit less the read-back reserve."""
+    return start + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
+
+
 def _lns_share(instance: Instance, share: float | None) -> float:
     """The share of the time for the lns warm start (option ``lns_share``; None: by size)."""
     if share is not None:
@@ -855,7 +860,7 @@ def start_bound_worker(instance: Instance, time_limit: float, schedules: list[Sc
     the configuration LP that time too. The call collects (stops) it."""
     if _lns_share(instance, None) == 0:
         return None
-    deadline = time.perf_counter() + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
+    deadline = _deadline(instance, time.perf_counter(), time_limit)
     return _bound_worker(instance, deadline, list(schedules or []))
 
 
@@ -873,7 +878,7 @@ class CpSatSolver:
 
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
         start = time.perf_counter()
-        deadline = start + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
+        deadline = _deadline(instance, start, time_limit)
         opts = _check_options(options)
         # elastic jobs (contract v2): the model is built on the rigid round of their size variants
         exp = expand(instance) if has_elastic(instance) else None
