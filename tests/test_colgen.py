@@ -134,6 +134,25 @@ def test_bound_worker_returns_the_bound_from_a_child_process():
     b = w.collect(wait_until=time.perf_counter() + 20.0)
     assert w.stats["bound_worker_done"] and w.stats["config_converged"]
     assert b == pytest.approx(11.5, rel=1e-6)
+    # the final prices came too: they add up to the bound
+    p = w.prices()
+    assert p is not None and set(p.job) == {j.id for j in jobs} and set(p.node) == {"n0", "n1"}
+    assert sum(p.job.values()) + sum(p.node.values()) == pytest.approx(b, rel=1e-6)
+
+
+def test_lns_aims_with_the_prices_its_bound_worker_sends():
+    """lns (and cpsat's lns stage) reads the worker's prices as they come, and the schedule stays checked."""
+    from optsched.checker import check_schedule
+    from optsched.gen import SIZE_CLASSES, generate
+    from optsched.heuristics.lns import LargeNeighbourhoodSearch
+    from optsched.solve import solve_round
+
+    inst = generate(16, 80, seed=2, **SIZE_CLASSES["medium"].options)
+    res = LargeNeighbourhoodSearch().solve(inst, time_limit=3.0, seed=0)
+    assert res.stats.get("price_updates", 0) >= 1
+    assert check_schedule(inst, res.schedule) == []
+    res = solve_round(inst, solver="cpsat", time_limit=3.0, seed=0)
+    assert res.stats.get("lns_price_updates", 0) >= 1
 
 
 def _record_workers(monkeypatch) -> list[str]:

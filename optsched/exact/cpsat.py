@@ -926,9 +926,9 @@ class CpSatSolver:
             bound = False if worker is not None else True if opts["bound_worker"] else "lp"
             # the greedy starts and job data built above, not built again by lns (~1 s at 1,024 x 4,000)
             warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=bound,
-                                                    starts=greedy, data=data if exp is None else None,
+                                                    starts=greedy, data=data if exp is None else None, bound_worker=worker,
                                                     **({} if dt is None else {"deterministic_time": share * dt}))
-            stats_lns = {"lns_deterministic_s": warm.stats.get("deterministic_s")}
+            stats_lns = {"lns_deterministic_s": warm.stats.get("deterministic_s"), "lns_price_updates": warm.stats.get("price_updates", 0)}
             candidates.append(warm.schedule)
             lp_bound = warm.bound
         # policy rounds (contract v2): hints keep the rules; fewer deadline misses first, then worth

@@ -11,6 +11,10 @@
   offer), then its split jobs' other nodes, then nodes drawn with weight their idle GPUs, cores
   and memory (:attr:`NodeState.slack`): the sub-problem can move CPU- or memory-hungry jobs to
   where the resources lie idle.
+* :func:`priced_nodes`: with the prices of a bound (:class:`optsched.mip.colgen.Prices`), nodes
+  drawn with weight their loss (:func:`node_losses`: the node's price less the reduced worth its
+  jobs earn there), after the first one its split partners. The losses and the prices of the
+  jobs left out add up to the bound minus the schedule's worth, so these steps go where the gap is.
 
 Measured (``benchmarks/README.md``, "lns neighbourhoods"; paired runs, 10 s): half the steps
 targeted and a quarter linked, against uniform samples, lns's schedules on the eight medium bench
@@ -22,11 +26,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from optsched.mip.colgen import Prices
 from optsched.model import Instance
 from optsched.schedule import Schedule
 from optsched.values import is_move
 
-__all__ = ["NodeState", "linked_nodes", "node_state", "random_nodes", "targeted_nodes"]
+__all__ = ["NodeState", "linked_nodes", "node_losses", "node_state", "priced_nodes", "random_nodes", "targeted_nodes"]
 
 #: weights never vanish: every node of the pool can still be drawn
 _FLOOR = 1e-3
@@ -118,3 +123,38 @@ def targeted_nodes(state: NodeState, pool: list[str], size: int, rng: random.Ran
         chosen.append(rest.pop(i))
         weights.pop(i)
     return chosen
+
+
+def node_losses(instance: Instance, schedule: Schedule, prices: Prices) -> dict[str, float]:
+    """Per node id, how much ``schedule`` loses there against the bound ``prices`` come from: the
+    node's price less the reduced value of what it holds (each job's share of its worth there
+    less that share of the job's price), at least 0."""
+    from optsched.values import assignment_value
+
+    loss = dict(prices.node)
+    for j, a in schedule.jobs.items():
+        job = instance.job(j)
+        net = assignment_value(instance, job, a) - prices.job.get(j, 0.0)
+        g = a.gpus
+        for n, k in a.nodes.items():
+            loss[n] = loss.get(n, 0.0) - net * k / g
+    return {n: max(0.0, v) for n, v in loss.items()}
+
+
+def priced_nodes(state: NodeState, loss: dict[str, float], pool: list[str], size: int, rng: random.Random) -> list[str]:
+    """A node drawn by loss (:func:`node_losses`), its split partners, then more nodes drawn by
+    loss: ``size`` distinct nodes of ``pool`` (all of them if fewer)."""
+    size = min(size, len(pool))
+    if size <= 0:
+        return []
+    chosen = rng.choices(pool, weights=[_FLOOR + loss.get(n, 0.0) for n in pool])
+    _grow(state, chosen, set(pool), size, rng)
+    taken = set(chosen)
+    rest = [n for n in pool if n not in taken]
+    weights = [_FLOOR + loss.get(n, 0.0) for n in rest]
+    while len(chosen) < size:
+        i = rng.choices(range(len(rest)), weights=weights)[0]
+        chosen.append(rest.pop(i))
+        weights.pop(i)
+    return chosen
+

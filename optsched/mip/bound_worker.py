@@ -5,7 +5,9 @@ sub-problems run on one core; a :class:`BoundWorker` uses the other meanwhile: t
 relaxation (:func:`optsched.mip.bound.lp_bound`), then the configuration LP by column
 generation (:func:`optsched.mip.colgen.config_bound`) where it applies (:meth:`BoundWorker.applies`:
 contract-v1 rounds up to :data:`CONFIG_MAX_JOBS` jobs; ``cpsat`` and ``lns`` start a worker only
-there). :meth:`BoundWorker.collect` returns the smaller.
+there). :meth:`BoundWorker.collect` returns the smaller. While the configuration LP runs, the
+child also sends the prices of its best bound so far (:meth:`BoundWorker.prices`, at most every
+:data:`PRICES_EVERY_S`): ``lns`` aims its neighbourhoods with them.
 
 The child is a fresh interpreter (``python -m optsched.mip.bound_worker``, ~0.4 s to import)
 fed the instance as JSON on stdin; it answers one JSON line per bound on stdout. A process
@@ -27,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from optsched.mip.colgen import Prices
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
@@ -41,6 +44,9 @@ MIN_SECONDS = 2.0
 #: the child's niceness: it should use the core the caller leaves idle, not take one from it
 #: (measured, shared machine at load ~3: lns inside cpsat fell from 176 to 165 with an un-niced worker)
 NICE = 15
+#: the child sends the prices of its best bound so far at most this often (and the final ones);
+#: ``lns`` aims its targeted steps with them (optsched.heuristics.neighbourhoods.priced_nodes)
+PRICES_EVERY_S = 0.3
 
 
 class BoundWorker:
@@ -56,6 +62,7 @@ class BoundWorker:
     def __init__(self, instance: Instance, seconds: float, schedules: list[Schedule] | None = None, config: bool = True) -> None:
         self.bounds: dict[str, float] = {}
         self.stats: dict[str, Any] = {}
+        self._prices: Prices | None = None
         self._lock = threading.Lock()
         request = {"instance": instance.to_dict(), "until": time.time() + seconds,
                    "schedules": [s.to_dict() for s in schedules or []],
@@ -81,12 +88,19 @@ class BoundWorker:
         for line in self._proc.stdout:
             try:
                 kind, value, stats = json.loads(line)
-            except ValueError:
+                if kind == "prices":  # one object per message: a caller sees new prices as a new object
+                    self._prices = Prices(stats.pop("job"), stats.pop("node"))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             with self._lock:
                 if value is not None:
                     self.bounds[kind] = float(value)
                 self.stats.update(stats)
+
+    def prices(self) -> Prices | None:
+        """The prices of the best configuration-LP bound so far (:class:`optsched.mip.colgen.Prices`;
+        ``None`` before the first), the same object until newer ones arrive."""
+        return self._prices
 
     def collect(self, wait_until: float | None = None) -> float | None:
         """The smallest bound proven so far, after waiting for the child to finish at most until
@@ -125,7 +139,16 @@ def main() -> None:
         from optsched.mip.colgen import config_bound
 
         schedules = [Schedule.from_dict(s) for s in req["schedules"]]
-        r = config_bound(instance, time_limit=until - time.time(), schedules=schedules)
+        last = [-PRICES_EVERY_S]
+
+        def on_prices(prices: Prices) -> None:  # the caller's lns aims with them
+            if time.perf_counter() - last[0] >= PRICES_EVERY_S:
+                last[0] = time.perf_counter()
+                _send("prices", None, {"job": prices.job, "node": prices.node})
+
+        r = config_bound(instance, time_limit=until - time.time(), schedules=schedules, on_prices=on_prices)
+        if r.prices is not None:  # the final ones
+            _send("prices", None, {"job": r.prices.job, "node": r.prices.node})
         _send("config", r.bound, {"config_bound": r.bound, "config_lp": r.lp, "config_converged": r.converged,
                                   "config_iterations": r.iterations, "config_s": round(r.seconds, 3)})
 

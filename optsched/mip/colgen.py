@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ from optsched.exact.prep import JobData, job_data, node_key
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
-__all__ = ["ConfigBound", "NodeGroup", "Piece", "config_bound", "lagrangian_bound", "node_groups", "supported"]
+__all__ = ["ConfigBound", "NodeGroup", "Piece", "Prices", "config_bound", "lagrangian_bound", "node_groups", "supported"]
 
 #: at most this many core (and memory) units per node in the dynamic program; sizes are rounded
 #: down to units, which relaxes the node rows (the bound stays valid, a little weaker)
@@ -582,11 +583,25 @@ class ConfigBound:
     #: the duals ``(pi, rho)`` at which ``bound`` was evaluated (reduced-cost fixing reuses them:
     #: optsched.exact.fixing)
     duals: Duals | None = None
+    #: the same duals by job and node id (lns aims its neighbourhoods with them)
+    prices: Prices | None = None
+
+
+@dataclass(frozen=True)
+class Prices:
+    """The duals of a bound, by id: what the bound credits each job with (``job``: ``pi``) and
+    each node with (``node``: the best reduced value of a configuration there, ``max(0, .)``), so
+    that ``bound = sum(job) + sum(node)`` (up to the split-count duals, left out). For a schedule,
+    ``bound - worth`` splits into the prices of the jobs it leaves out and, per node, ``node[n]``
+    less the reduced value of what the node holds: where the schedule loses against the bound."""
+
+    job: dict[str, float]
+    node: dict[str, float]
 
 
 def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list[Schedule] | None = None,
                  max_iterations: int = 10_000, smoothing: float = 0.9, gap: float = 1e-5, neighbours: int = 30,
-                 warm_start: bool = True) -> ConfigBound:
+                 warm_start: bool = True, on_prices: Callable[[Prices], None] | None = None) -> ConfigBound:
     """The configuration-LP bound by column generation, stopped at ``time_limit`` seconds (see the
     module text). ``schedules`` (feasible) seed the master with the configurations of their nodes.
 
@@ -595,6 +610,8 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
     master LP value, which is a lower bound on the configuration LP (so both are then final).
     ``neighbours``: extra columns per iteration, from one-piece swaps (:func:`swaps`).
     ``warm_start``: start the smoothing centre at the job prices of :func:`aggregated_duals`.
+    ``on_prices``: called with the :class:`Prices` of each new best bound as the loop finds it
+    (float32 pricing; the result's ``prices`` are the final, float64 ones).
     """
     start = time.perf_counter()
     deadline = start + time_limit
@@ -621,6 +638,7 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
     center: Duals | None = None
 
     price_s = [0.0]  # the longest pricing so far: time kept for the final, exact one
+    group_values: list[float] = []  # the last pricing's best reduced value per group
 
     def price(d: Duals, dtype: type = np.float32, until: float | None = None) -> tuple[float | None, list[tuple[int, list[Piece], ClassTable]]]:
         """The Lagrangian bound at duals ``d`` (None if past ``until``) and each group's best configuration."""
@@ -637,7 +655,15 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
                     values.append((len(grp.nodes), v))
                     configs.append((q, config, table))
         price_s[0] = max(price_s[0], time.perf_counter() - t0)
+        group_values[:] = [0.0] * len(groups)
+        for (q, _c, _t), (_n, v) in zip(configs, values, strict=True):
+            group_values[q] = max(0.0, v)
         return lagrangian_bound(d[0], values), configs
+
+    def prices_of(d: Duals) -> Prices:
+        """The prices of duals ``d``, just priced (their groups' best values are the last pricing's)."""
+        node_rv = {instance.nodes[n].id: group_values[q] for q, grp in enumerate(groups) for n in grp.nodes}
+        return Prices({x.job.id: float(d[0][x.index]) for x in data}, node_rv)
 
     def until() -> float:
         return deadline - 1.5 * price_s[0]
@@ -650,6 +676,8 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
             center = None
         else:
             best_bound = lb
+            if on_prices is not None:
+                on_prices(prices_of(center))
             for q, config, _table in configs:
                 master.add(q, config)
 
@@ -682,6 +710,8 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
             lb, configs = price(d, until=until())
             if lb is not None and (best_bound is None or lb < best_bound):
                 best_bound, center = lb, d
+                if on_prices is not None:
+                    on_prices(prices_of(center))
             extra: list[tuple[float, int, list[Piece]]] = []
             rv_cache: dict[int, np.ndarray] = {}
             priced = []
@@ -714,8 +744,9 @@ def config_bound(instance: Instance, *, time_limit: float = 5.0, schedules: list
     best_bound, _configs = price(final, np.float64)
     if best_bound is not None:
         best_bound = best_bound * (1 + SLACK) + SLACK
+    prices = prices_of(final) if best_bound is not None else None
     return ConfigBound(best_bound, lp_value, converged, it, master.columns, time.perf_counter() - start, stats,
-                       final if best_bound is not None else None)
+                       final if best_bound is not None else None, prices)
 
 
 def _node_config(instance: Instance, schedule: Schedule, n: int, group: NodeGroup, pieces: dict[int, list[Piece]],
