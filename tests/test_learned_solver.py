@@ -182,12 +182,15 @@ def test_auto_runs_the_warm_start_and_the_policy_within_the_limit(monkeypatch) -
 
 
 def test_optsched_import_does_not_load_torch() -> None:
-    """torch stays optional: importing optsched and choosing auto load neither torch nor the policy."""
+    """torch stays optional: importing optsched and choosing auto load neither torch nor the policy,
+    and lns's price-guided start (optsched.learned.repair.price_schedule) runs without it."""
     code = ("import sys, optsched; from optsched.gen import generate; from optsched.solve import choose_auto; "
-            "choose_auto(generate(16, 80, seed=1), 10.0); print('torch' in sys.modules)")
+            "from optsched.heuristics.lns import LargeNeighbourhoodSearch; inst = generate(16, 80, seed=1); "
+            "choose_auto(inst, 10.0); r = LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound=False); "
+            "print('price-repack' in r.stats['starts'], 'torch' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "False"
+    assert p.stdout.strip() == "True False"
 
 
 def test_warm_start_starts_the_bound_worker_before_the_policy(monkeypatch) -> None:

@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from optsched.learned.features import RoundFeatures
-from optsched.learned.policy import NEG, PolicyOutput
+from optsched.learned.features import NEG, RoundFeatures
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
+
+if TYPE_CHECKING:  # torch only where the policy's output is read: decoding and the repair run without it
+    import torch
+
+    from optsched.learned.policy import PolicyOutput
 
 __all__ = ["Scores", "decode", "decode_state", "log_likelihood", "redistribute_leftover", "scores_of", "target_arrays"]
 
@@ -378,6 +382,7 @@ def log_likelihood(
 
     ``gpus`` and ``point`` come from :func:`target_arrays`. Differentiable in ``out``.
     """
+    import torch
     J, N, P = feats.n_jobs, feats.n_nodes, feats.point.shape[1]
     admit = out.admit[b, :J]
     node = out.node[b, :J, :N]

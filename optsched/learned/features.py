@@ -29,7 +29,11 @@ import numpy as np
 
 from optsched.model import Instance
 
-__all__ = ["JOB_FEATURES", "NODE_FEATURES", "POINT_FEATURES", "RoundFeatures", "featurise"]
+#: the logit the policy gives impossible choices (finite, so fully masked rows stay NaN-free); here,
+#: not in the policy module, so that decoding and the repair need no torch
+NEG = -1e9
+
+__all__ = ["JOB_FEATURES", "NEG", "NODE_FEATURES", "POINT_FEATURES", "RoundFeatures", "featurise"]
 
 JOB_FEATURES = 16
 POINT_FEATURES = 9

@@ -32,12 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from optsched.learned.features import JOB_FEATURES, NODE_FEATURES, POINT_FEATURES, RoundFeatures
+from optsched.learned.features import JOB_FEATURES, NEG, NODE_FEATURES, POINT_FEATURES, RoundFeatures
 
 __all__ = ["NEG", "Batch", "PolicyNet", "PolicyOutput", "collate"]
 
-#: the logit given to impossible choices (finite, so fully masked rows stay NaN-free)
-NEG = -1e9
 
 
 @dataclass

@@ -53,9 +53,10 @@ from ortools.linear_solver import pywraplp
 from optsched.learned.decode import _multiplier, _place_on, _repoint, _split, _State, redistribute_leftover
 from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
+from optsched.schedule import Schedule
 
 __all__ = [
-    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "move_to_faster", "node_knapsack", "option_table", "polish", "price_repack", "relocate",
+    "CONFIGS", "RELOCATE_CELLS", "OptionTable", "improve", "move_to_faster", "node_knapsack", "option_table", "polish", "price_repack", "price_schedule", "relocate",
     "repoint_nodes", "resource_prices", "squeeze_gangs", "squeeze_in", "state_value", "upgrade_points",
 ]
 
@@ -497,8 +498,8 @@ def price_repack(
 
     # 1. selected running jobs whose best option is their current type stay where they are, at
     #    their leanest point there, then move up to the best priced point their nodes still hold
-    ref_c = feats.node_cpus.sum() / max(feats.node_gpus.sum(), 1)
-    ref_m = feats.node_mem.sum() / max(feats.node_gpus.sum(), 1)
+    ref_c = max(feats.node_cpus.sum() / max(feats.node_gpus.sum(), 1), 1e-9)  # rounds without cores or memory: no 0/0
+    ref_m = max(feats.node_mem.sum() / max(feats.node_gpus.sum(), 1), 1e-9)
     lean_cost = np.where(feats.point_ok & feats.point_mask, feats.point_c / ref_c + feats.point_m / ref_m, np.inf)
     for j in np.flatnonzero(sel):
         job = instance.jobs[j]
@@ -1232,3 +1233,17 @@ def improve(
         stats.update(repair_repointed=repointed, repair_gangs_squeezed=gangs, repair_relocated=moved, repair_moved_faster=faster)
         stats.update(repair_base_objective=base_v, repair_polished_objective=polished_v, repair_s=time.perf_counter() - t0, repair_tried=tried, repair_used=best is not base)
     return best, best_v
+
+
+def price_schedule(instance: Instance, *, deadline: float | None = None) -> Schedule | None:
+    """The best price-guided repack of ``instance`` built from scratch (:func:`improve` without a
+    decoded base), as a schedule; ``None`` if none was built before ``deadline`` (a
+    :func:`time.perf_counter` value). Needs no torch: ``lns`` starts from it (on the medium bench
+    rounds it is the policy's schedule itself, which the repair replaces there, in 0.02-0.07 s)."""
+    from optsched.learned.decode import _schedule
+    from optsched.learned.features import featurise
+
+    feats = featurise(instance)
+    state, _value = improve(instance, feats, None, deadline=deadline)
+    return _schedule(instance, feats, state) if state is not None else None
+
