@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from optsched.errors import InputError
 from optsched.heuristics.lns import LargeNeighbourhoodSearch, sub_instance
@@ -13,6 +16,9 @@ from optsched.result import Status
 from optsched.schedule import Assignment, Schedule
 from optsched.solve import solve_round
 from optsched.values import schedule_value
+
+sys.path.insert(0, str(Path(__file__).parent))
+from strategies import tiny_instances  # noqa: E402
 
 HUNGRY = Profile((1, 2, 4), (10,), ((0.5,), (1.0,), (2.0,)))
 FLAT = Profile((1, 2, 4), (10,), ((1.0,), (1.0,), (1.0,)))
@@ -122,3 +128,14 @@ def test_cpsat_lns_stage_reuses_its_greedy_starts_and_job_data(monkeypatch):
     # lns on its own still builds the job data (and its greedy starts when time allows)
     LargeNeighbourhoodSearch().solve(inst, time_limit=0.3, seed=0, bound=False)
     assert calls["job_data"] == 1
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances(max_nodes=4, max_jobs=8))
+def test_the_price_guided_start_is_feasible(inst):
+    """lns's price-repack start (optsched.learned.repair.price_schedule) passes the independent checker."""
+    from optsched.checker import check_schedule
+    from optsched.learned.repair import price_schedule
+
+    sched = price_schedule(inst)
+    assert sched is None or check_schedule(inst, sched) == []
