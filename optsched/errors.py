@@ -37,8 +37,13 @@ class InputError(ValueError):
 
 
 def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, its middle cut out beyond ``limit`` characters: both ends stay readable
+    (a long path keeps its file name)."""
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    head = (limit - 3) // 2
+    return text[:head] + "..." + text[len(text) - (limit - 3 - head):]
 
 
 def _jsonable(value: Any) -> Any:
