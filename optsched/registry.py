@@ -103,7 +103,7 @@ register_method(
     "optsched.heuristics.fungible_greedy:FungibleGreedy", policies=_ALL_POLICIES,
 )
 register_method(
-    "lns", "heuristic", "CP-SAT large-neighbourhood search seeded by fungible-greedy",
+    "lns", "heuristic", "CP-SAT large-neighbourhood search from greedy and price-guided starts",
     "optsched.heuristics.lns:LargeNeighbourhoodSearch", takes_hint=True, default=True, policies=_ALL_POLICIES,
 )
 register_method(
