@@ -107,22 +107,29 @@ def linked_nodes(state: NodeState, pool: list[str], size: int, rng: random.Rando
     return chosen + rng.sample(rest, size - len(chosen))
 
 
-def targeted_nodes(state: NodeState, pool: list[str], size: int, rng: random.Random) -> list[str]:
-    """A node drawn by deficit, its split partners, then nodes drawn by slack: ``size`` distinct
-    nodes of ``pool`` (all of them if fewer)."""
+def _aimed(state: NodeState, pool: list[str], size: int, rng: random.Random, first: dict[str, float],
+           then: dict[str, float]) -> list[str]:
+    """A node of ``pool`` drawn with weight ``first``, its split partners, then nodes drawn with
+    weight ``then``: ``size`` distinct nodes of ``pool`` (all of them if fewer)."""
     size = min(size, len(pool))
     if size <= 0:
         return []
-    chosen = rng.choices(pool, weights=[_FLOOR + state.deficit.get(n, 0.0) for n in pool])
+    chosen = rng.choices(pool, weights=[_FLOOR + first.get(n, 0.0) for n in pool])
     _grow(state, chosen, set(pool), size, rng)
     taken = set(chosen)
     rest = [n for n in pool if n not in taken]
-    weights = [_FLOOR + state.slack.get(n, 0.0) for n in rest]
+    weights = [_FLOOR + then.get(n, 0.0) for n in rest]
     while len(chosen) < size:
         i = rng.choices(range(len(rest)), weights=weights)[0]
         chosen.append(rest.pop(i))
         weights.pop(i)
     return chosen
+
+
+def targeted_nodes(state: NodeState, pool: list[str], size: int, rng: random.Random) -> list[str]:
+    """A node drawn by deficit, its split partners, then nodes drawn by slack: ``size`` distinct
+    nodes of ``pool`` (all of them if fewer)."""
+    return _aimed(state, pool, size, rng, state.deficit, state.slack)
 
 
 def node_losses(instance: Instance, schedule: Schedule, prices: Prices) -> dict[str, float]:
@@ -144,17 +151,4 @@ def node_losses(instance: Instance, schedule: Schedule, prices: Prices) -> dict[
 def priced_nodes(state: NodeState, loss: dict[str, float], pool: list[str], size: int, rng: random.Random) -> list[str]:
     """A node drawn by loss (:func:`node_losses`), its split partners, then more nodes drawn by
     loss: ``size`` distinct nodes of ``pool`` (all of them if fewer)."""
-    size = min(size, len(pool))
-    if size <= 0:
-        return []
-    chosen = rng.choices(pool, weights=[_FLOOR + loss.get(n, 0.0) for n in pool])
-    _grow(state, chosen, set(pool), size, rng)
-    taken = set(chosen)
-    rest = [n for n in pool if n not in taken]
-    weights = [_FLOOR + loss.get(n, 0.0) for n in rest]
-    while len(chosen) < size:
-        i = rng.choices(range(len(rest)), weights=weights)[0]
-        chosen.append(rest.pop(i))
-        weights.pop(i)
-    return chosen
-
+    return _aimed(state, pool, size, rng, loss, loss)
