@@ -37,7 +37,6 @@ from optsched.learned.features import JOB_FEATURES, NEG, NODE_FEATURES, POINT_FE
 __all__ = ["NEG", "Batch", "PolicyNet", "PolicyOutput", "collate"]
 
 
-
 @dataclass
 class Batch:
     """Padded tensors of several rounds; masks are ``True`` on real entries.
