@@ -222,6 +222,16 @@ def test_polish_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None:
     assert report.feasible, list(report)
 
 
+def _optimal_schedule(inst: Instance, f, state, best: float):
+    """The schedule of ``state``, checked: feasible under the checker, worth ``best`` (the brute-force
+    optimum) and what state_value says."""
+    sched = _schedule(inst, f, state)
+    report = check_schedule(inst, sched)
+    assert report.feasible, list(report)
+    assert report.objective == pytest.approx(best) == pytest.approx(state_value(inst, f, state))
+    return sched
+
+
 def _checked_step(step, inst: Instance, f, base) -> int:
     """Run ``step(inst, f, base)`` (a repair step changing ``base`` in place) and check the state it
     leaves: feasible under the checker, worth what state_value says, and not below the state before.
@@ -361,10 +371,7 @@ def test_squeeze_gangs_splits_a_gang_over_nodes_it_shares() -> None:
     st_.place(1, {1: 1}, p40, 1, 40)
     assert squeeze_in(inst, f, st_) == 0
     assert squeeze_gangs(inst, f, st_) == 1
-    sched = _schedule(inst, f, st_)
-    report = check_schedule(inst, sched)
-    assert report.feasible, list(report)
-    assert report.objective == pytest.approx(best) == pytest.approx(state_value(inst, f, st_))
+    sched = _optimal_schedule(inst, f, st_, best)
     assert dict(sched.jobs["c"].nodes) == {"n1": 2, "n2": 2}
     assert squeeze_gangs(inst, f, st_) == 0  # nothing left to admit
 
@@ -447,10 +454,7 @@ def test_move_to_faster_makes_room_on_a_faster_node() -> None:
     assert state_value(inst, f, st_) == pytest.approx(2.5)
     assert relocate(inst, f, st_) == 0
     assert move_to_faster(inst, f, st_) == 1
-    sched = _schedule(inst, f, st_)
-    report = check_schedule(inst, sched)
-    assert report.feasible, list(report)
-    assert report.objective == pytest.approx(best) == pytest.approx(state_value(inst, f, st_))
+    sched = _optimal_schedule(inst, f, st_, best)
     assert dict(sched.jobs["a"].nodes) == {"f": 1} and sched.jobs["r"].mem_per_gpu_gb == 10
     assert move_to_faster(inst, f, st_) == 0
 
