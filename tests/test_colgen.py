@@ -140,19 +140,38 @@ def test_bound_worker_returns_the_bound_from_a_child_process():
     assert sum(p.job.values()) + sum(p.node.values()) == pytest.approx(b, rel=1e-6)
 
 
-def test_lns_aims_with_the_prices_its_bound_worker_sends():
-    """lns (and cpsat's lns stage) reads the worker's prices as they come, and the schedule stays checked."""
+def test_lns_aims_with_the_prices_its_bound_worker_sends(monkeypatch):
+    """lns reads its bound worker's prices as they come (here a stand-in worker holding a converged
+    bound's prices), its schedule stays checked, and cpsat hands its worker to its lns stage."""
     from optsched.checker import check_schedule
     from optsched.gen import SIZE_CLASSES, generate
-    from optsched.heuristics.lns import LargeNeighbourhoodSearch
+    from optsched.heuristics import lns as lns_mod
     from optsched.solve import solve_round
 
     inst = generate(16, 80, seed=2, **SIZE_CLASSES["medium"].options)
-    res = LargeNeighbourhoodSearch().solve(inst, time_limit=3.0, seed=0)
-    assert res.stats.get("price_updates", 0) >= 1
+
+    class Worker:
+        def __init__(self):
+            self._prices = config_bound(inst, time_limit=10.0).prices
+
+        def prices(self):
+            return self._prices
+
+    res = lns_mod.LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound=False, bound_worker=Worker())
+    assert res.stats["price_updates"] == 1  # one object: read once
     assert check_schedule(inst, res.schedule) == []
-    res = solve_round(inst, solver="cpsat", time_limit=3.0, seed=0)
-    assert res.stats.get("lns_price_updates", 0) >= 1
+    assert "price_updates" not in lns_mod.LargeNeighbourhoodSearch().solve(inst, time_limit=0.5, seed=0, bound=False).stats
+
+    handed = []
+    solve = lns_mod.LargeNeighbourhoodSearch.solve
+
+    def recording(self, *args, **kwargs):
+        handed.append(kwargs.get("bound_worker"))
+        return solve(self, *args, **kwargs)
+
+    monkeypatch.setattr(lns_mod.LargeNeighbourhoodSearch, "solve", recording)
+    res = solve_round(inst, solver="cpsat", time_limit=3.0, seed=0)  # 1,280 cells: an lns stage and a worker
+    assert len(handed) == 1 and handed[0] is not None and "lns_price_updates" in res.stats
 
 
 def _record_workers(monkeypatch) -> list[str]:
