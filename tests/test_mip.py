@@ -494,3 +494,30 @@ def test_lp_bound_is_fast_on_a_large_round() -> None:
     assert elapsed < 15.0
     heuristic = solve_round(inst, method="heuristic", time_limit=10.0, seed=0)
     assert bound >= heuristic.objective - 1e-6 * bound
+
+
+def test_cbc_saying_infeasible_at_its_time_limit_is_a_stop_not_a_bug(monkeypatch) -> None:
+    """CBC stopped by its time limit before its first solution may say "infeasible": at the limit
+    that is a stop without an incumbent (greedy fallback, no bound); well before it, a bug."""
+    import time
+
+    from ortools.linear_solver import pywraplp
+
+    from optsched.solve import SolverBug
+
+    inst = hand_instance()
+    pause = [0.0]
+
+    def infeasible(self, *args):
+        time.sleep(pause[0])
+        return pywraplp.Solver.INFEASIBLE
+
+    monkeypatch.setattr(pywraplp.Solver, "Solve", infeasible)
+    pause[0] = 1.0  # the whole time limit
+    res = CbcSolver().solve(inst, time_limit=1.0, seed=0)
+    assert res.status is Status.TIME_LIMIT and res.bound is None
+    assert res.stats["incumbent_from"] == "greedy" and "infeasible" in res.stats["stopped"]
+    assert not check_schedule(inst, res.schedule) and len(res.schedule) > 0
+    pause[0] = 0.0  # at once: a real contradiction
+    with pytest.raises(SolverBug, match="infeasible"):
+        CbcSolver().solve(inst, time_limit=1.0, seed=0)
