@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from optsched.mip.colgen import Prices
 from optsched.model import Instance
 from optsched.schedule import Schedule
-from optsched.values import is_move
+from optsched.values import assignment_value, is_move
+
+if TYPE_CHECKING:
+    from optsched.mip.colgen import Prices
 
 __all__ = ["NodeState", "linked_nodes", "node_losses", "node_state", "priced_nodes", "random_nodes", "targeted_nodes"]
 
@@ -136,8 +139,6 @@ def node_losses(instance: Instance, schedule: Schedule, prices: Prices) -> dict[
     """Per node id, how much ``schedule`` loses there against the bound ``prices`` come from: the
     node's price less the reduced value of what it holds (each job's share of its worth there
     less that share of the job's price), at least 0."""
-    from optsched.values import assignment_value
-
     loss = dict(prices.node)
     for j, a in schedule.jobs.items():
         job = instance.job(j)
