@@ -901,10 +901,9 @@ class CpSatSolver:
             # elastic: sizes chosen by marginal value, not only the nominal ones; HUG: the greedy
             # hints know nothing of progress, fungible-greedy fills by it (on 1 s Philly rounds
             # under load CP-SAT's level stage often ends before its first solution)
-            if exp is not None or instance.round.fairness == "hug":
-                from optsched.heuristics.fungible_greedy import FungibleGreedy
+            from optsched.heuristics.fungible_greedy import FungibleGreedy
 
-                greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
+            greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
             candidates += [s for _name, s in greedy]
         share = _lns_share(instance, opts["lns_share"])
         lp_bound = None

@@ -256,6 +256,13 @@ def simulate_steps(
     if n and any(jobs[i].submit_s > jobs[i + 1].submit_s for i in range(n - 1)):
         raise InputError("workload", "unsorted", "jobs must be sorted by submit time")
     node_type = {nd.id: nd.gpu_type for nd in nodes}
+    types = sorted(set(node_type.values()))
+    type_of = {nid: types.index(t) for nid, t in node_type.items()}
+    type_gpus = np.zeros(len(types))
+    for nd in nodes:
+        type_gpus[type_of[nd.id]] += nd.gpus
+    # job x type: the cluster's GPU types each job may use (for the queue window's backfill)
+    allowed = np.array([[j.gpu_speed is None or t in j.gpu_speed for t in types] for j in jobs], dtype=bool).reshape(len(jobs), len(types))
     caps = np.array([[nd.gpus, nd.cpus, nd.mem_gb] for nd in nodes], dtype=np.float64).sum(axis=0) if nodes else np.zeros(3)
     total_gpus = float(caps[0])
     R = cfg.round_s
@@ -331,7 +338,13 @@ def simulate_steps(
                 w = slo_mod.due_weights(w, due)
                 rem_d = remaining[active] / demand_thr[active]
                 slo_live = {int(j): (float(deadline[j] - t), float(r)) for j, r in zip(active[admitted], rem_d[admitted], strict=True)}
-            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs)
+            free = None
+            if cfg.queue_window is not None:
+                free = type_gpus.copy()
+                for j in active[running_now]:
+                    for nid, k in assign[j].nodes.items():
+                        free[type_of[nid]] -= k
+            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs, free, allowed)
             w_sel = w[np.searchsorted(active, sel)]
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             if slo_live:
@@ -536,18 +549,34 @@ def _policy_extras(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], total_gpus
 
 
 def _offer(
-    active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None, min_jobs: int
+    active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None, min_jobs: int,
+    free: np.ndarray | None = None, allowed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Job indices offered this round: every running job, then waiting ones by weight until their
-    GPUs reach ``window`` x the cluster's GPUs (the one crossing it included) and at least
-    ``min_jobs`` of them (so a few huge jobs at the head cannot hide the whole queue). Sorted."""
+    """Job indices offered this round, sorted: every running job, then waiting ones by weight
+    until their GPUs reach ``window`` x the cluster's GPUs (the one crossing it included) and at
+    least ``min_jobs`` of them (so a few huge jobs at the head cannot hide the whole queue).
+
+    Backfill: with ``free`` (GPUs per type not held by running jobs) and ``allowed`` (job x type,
+    the types each job may use), later waiting jobs that fit in the free GPUs of a type they may
+    use join, in weight order, until the offered jobs that fit could fill the free GPUs ``window``
+    times over. So a queue whose head is a backlog of gangs too big for the free GPUs never hides
+    the smaller jobs that could use them (formulations/simulator.md, "Queue window")."""
     if window is None:
         return active
     waiting = active[~running]
     order = np.lexsort((waiting, -w[~running]))
-    cum = np.cumsum(gpus[waiting[order]])
+    ranked = waiting[order]
+    cum = np.cumsum(gpus[ranked])
     k = max(int(np.searchsorted(cum, window * total_gpus, side="left")) + 1, min_jobs)
-    return np.sort(np.concatenate([active[running], waiting[order[:k]]]))
+    chosen = ranked[:k]
+    if free is not None and allowed is not None and k < ranked.size and free.sum() > 0:
+        fits = (allowed[ranked] & (gpus[ranked][:, None] <= free[None, :])).any(axis=1)
+        need = window * float(free.sum()) - float(gpus[chosen][fits[:k]].sum())
+        if need > 0:
+            extra = ranked[k:][fits[k:]]
+            m = int(np.searchsorted(np.cumsum(gpus[extra]), need, side="left")) + 1
+            chosen = np.concatenate([chosen, extra[:m]])
+    return np.sort(np.concatenate([active[running], chosen]))
 
 
 def _slo_step(
