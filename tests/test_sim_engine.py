@@ -31,6 +31,9 @@ def _cfg(**kw):
     kw.setdefault("round_s", 100.0)
     kw.setdefault("check", True)
     kw.setdefault("progress", False)
+    # the stand-in allocators (first fit) know nothing of pinned jobs: preemption is tested with
+    # them as such; test_sim_preemption.py covers the pinned rounds
+    kw.setdefault("preemption", "allowed")
     return SimConfig(**kw)
 
 

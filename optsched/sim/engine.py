@@ -59,12 +59,26 @@ from optsched.sim import deadlines as slo_mod
 from optsched.sim.policies import QueuePolicy, QueueState
 from optsched.sim.workload import SimJob, Workload
 
-__all__ = ["Allocator", "SimConfig", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate", "simulate_steps"]
+__all__ = ["PREEMPTION", "Allocator", "SimConfig", "pins_running_jobs", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate", "simulate_steps"]
 
 #: An allocator: a round instance in, its schedule (or a full :class:`Result`) out.
 Allocator = Callable[[Instance], "Schedule | Result"]
 
 _EPS = 1e-9
+
+#: the values of ``SimConfig.preemption``
+PREEMPTION = ("auto", "none", "allowed")
+
+
+def pins_running_jobs(config: SimConfig, policy: QueuePolicy, deadlines: bool = False) -> bool:
+    """Whether rounds pin the running jobs: ``SimConfig.preemption`` resolved against the policy.
+    ``"auto"`` pins them under a non-preemptive policy (FIFO) unless a round policy of the run
+    works by preempting: tenant quotas (reclaim), deadline jobs (``deadlines``: a due job
+    preempts best-effort work) or DRF/HUG fairness (shares re-balanced every round)."""
+    if config.preemption == "auto":
+        needs = config.tenant_quotas is not None or deadlines or config.slo_share > 0 or config.fairness is not None
+        return not getattr(policy, "preemptive", True) and not needs
+    return config.preemption == "none"
 
 
 class SimulationError(RuntimeError):
@@ -156,6 +170,13 @@ class SimConfig:
     #: carries an ``elastic`` spec are elastic whatever the share)
     elastic_share: float = 0.0
     elastic_seed: int = 0
+    #: ``"none"``: a running job is never preempted or moved (rounds pin it: job ``preemptible``
+    #: false; its cores and memory may still change); ``"allowed"``: the allocator may stop or move
+    #: any running job; ``"auto"``: the queue policy's own semantics (``policy.preemptive``: FIFO
+    #: does not preempt, LAS, SRTF and the others do), except that round policies which work by
+    #: preempting (tenant quotas, deadline jobs, DRF/HUG fairness) make it ``"allowed"``
+    #: (:func:`pins_running_jobs`). Elastic jobs are never pinned.
+    preemption: str = "auto"
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -166,6 +187,10 @@ class SimConfig:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+        if self.preemption not in PREEMPTION:
+            raise InputError("preemption", self.preemption, f"must be one of {list(PREEMPTION)}")
+        if self.preemption == "none" and self.tenant_quotas is not None:
+            raise InputError("preemption", self.preemption, "cannot be combined with tenant_quotas (reclaiming a quota preempts borrowers)")
         if (self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None
                 or self.fairness is not None):
             # the contract's checks, field names and all
@@ -266,6 +291,7 @@ def simulate_steps(
     caps = np.array([[nd.gpus, nd.cpus, nd.mem_gb] for nd in nodes], dtype=np.float64).sum(axis=0) if nodes else np.zeros(3)
     total_gpus = float(caps[0])
     R = cfg.round_s
+    pin = pins_running_jobs(cfg, policy, any(j.deadline_s is not None for j in jobs))
     rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves, packing=cfg.packing,
                 packing_tolerance=cfg.packing_tolerance, fairness=cfg.fairness)
 
@@ -351,7 +377,7 @@ def simulate_steps(
                 last_sig = None  # deadlines tighten every round: solve again
             solve_s, solve_cpu, objective, gap, solved = 0.0, 0.0, math.nan, math.nan, 0.0
             if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
-                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds, slo_live)
+                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds, slo_live, pin)
                 t0, c0 = time.perf_counter(), time.process_time()
                 out = yield inst
                 solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -453,7 +479,8 @@ def simulate_steps(
         "name": cfg.name,
         "policy": policy.name,
         "allocator": allocator_name,
-        "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
+        "config": {**{k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged",
+                                                   "preemption")}, "pinned": pin},
         "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves,
                            "fairness": cfg.fairness,
                            "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed,
@@ -616,7 +643,7 @@ def _slo_step(
 def _instance(
     name: str, nodes: tuple[Node, ...], rnd: Round, jobs: tuple[SimJob, ...], sel: np.ndarray, w: np.ndarray,
     assign: list[Assignment | None], base: list[Job | None], speeds: dict[Any, Mapping[str, float]],
-    slo_live: Mapping[int, tuple[float, float]] | None = None,
+    slo_live: Mapping[int, tuple[float, float]] | None = None, pin: bool = False,
 ) -> Instance:
     out = []
     for k, j in enumerate(sel):
@@ -627,8 +654,17 @@ def _instance(
             b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant, elastic=s.elastic,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
-        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j))))
-    return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j)),
+                               pinned=pin and a is not None and b.elastic is None))
+    try:
+        return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+    except InputError as e:
+        # a fair round whose pinned jobs' cheapest fair points outgrow their nodes (their
+        # current points fit, but the round does not carry them): no pins this round
+        if not pin or not str(e.field).startswith("jobs.preemptible"):
+            raise
+        return Instance(name=name, nodes=nodes, jobs=tuple(_with_state(j, j.weight, j.placement, None, pinned=False) for j in out),
+                        round=rnd)
 
 
 def _round_tenant(rnd: Round, tenant: str) -> str | None:
@@ -650,7 +686,7 @@ def _interned(job: Job, speeds: dict[tuple[tuple[str, float], ...], Mapping[str,
 
 
 def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None,
-                deadline: tuple[float, float] | None = None) -> Job:
+                deadline: tuple[float, float] | None = None, pinned: bool = False) -> Job:
     """``replace(base, weight=..., placement=...)`` (and ``deadline_s``, ``remaining_s`` from
     ``deadline``) without re-validating the profile, which is most of a round's build time. Safe
     because the values are already valid: the engine has checked the weight (finite, > 0), the
@@ -660,6 +696,7 @@ def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None,
     job.__dict__.update(base.__dict__)
     job.__dict__["weight"] = weight
     job.__dict__["placement"] = placement
+    job.__dict__["preemptible"] = not pinned
     if deadline is not None:
         job.__dict__["deadline_s"] = max(0.0, deadline[0])
         job.__dict__["remaining_s"] = max(deadline[1], 1e-9)

@@ -110,12 +110,16 @@ def run(
     seed: int = 0,
     config: SimConfig | None = None,
     validate: bool = True,
+    shadow: str | None = None,
     **solver_options: Any,
 ) -> SimResult:
     """Simulate ``setup`` under a queue ``policy`` (name) and an ``allocator``: a registered
     solver name, or ``SOLVER@demand`` for that solver with every job held at its fixed demand
     (:class:`~optsched.sim.allocators.AtDemand`: placement without fungibility). ``validate=False``
-    skips ``solve_round``'s per-round check (see :class:`~optsched.sim.engine.SolveRoundAllocator`)."""
+    skips ``solve_round``'s per-round check (see :class:`~optsched.sim.engine.SolveRoundAllocator`).
+    ``shadow`` (a solver name) also solves every round with that solver on the same state
+    (:class:`~optsched.sim.shadow.Shadowed`): ``info["shadow"]`` holds the comparison and
+    ``info["shadow_rounds"]`` the per-round records."""
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
     solver, _, variant = allocator.partition("@")
@@ -126,10 +130,19 @@ def run(
         from optsched.sim.allocators import AtDemand
 
         alloc = AtDemand(alloc)
+    if shadow is not None:
+        from optsched.sim.shadow import Shadowed
+
+        alloc = Shadowed(alloc, {shadow: SolveRoundAllocator(shadow, time_limit=time_limit, seed=seed, validate=validate, hint=False)})
     cfg = config or SimConfig()
     if cfg.name == "sim":
         cfg = replace(cfg, name=f"{policy}-{allocator}")
     res = simulate(setup.workload, setup.nodes, get_policy(policy), alloc, cfg)
+    if shadow is not None:
+        from optsched.sim.shadow import shadow_summary
+
+        res.info["shadow"] = {"allocator": shadow, **shadow_summary(alloc.records, shadow)}
+        res.info["shadow_rounds"] = alloc.records
     res.info["setup"] = dict(setup.settings)
     res.info["time_limit"] = time_limit
     res.info["seed"] = seed
