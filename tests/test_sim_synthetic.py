@@ -151,7 +151,7 @@ def test_unknown_preset_and_philly_multi_without_a_trace():
 
 
 def test_parse_spec_reads_the_simulate_argument():
-    spec = parse_spec("gang-heavy:jobs=50,load=0.9,gpus=64,p99_s=30h,sizes=1:0.5/64:0.5,mix=language:1", seed=4)
+    spec = parse_spec("gang-heavy:jobs=50,load=0.9,gpus=64,median_s=60,p99_s=30h,sizes=1:0.5/64:0.5,mix=language:1", seed=4)
     assert (spec.jobs, spec.load, spec.gpus, spec.p99_s, spec.seed) == (50, 0.9, 64, 30 * 3600.0, 4)
     assert dict(spec.sizes) == {1: 0.5, 64: 0.5} and dict(spec.mix or {}) == {"language": 1.0}
     assert parse_spec("synergy:seed=9,rate_per_h=3", seed=4).seed == 9
@@ -200,3 +200,10 @@ def test_simulate_takes_a_synthetic_trace_argument(tmp_path, capsys):
     assert main(["simulate", "synthetic:synergy:jobs=15", "--format", "philly", "--no-progress", "-o", str(out)]) == 2
     assert main(["simulate", "synthetic:nope", "--no-progress", "-o", str(out)]) == 2
     assert "preset" in capsys.readouterr().err
+
+
+def test_overriding_a_quantile_replaces_the_presets_quantiles():
+    spec = parse_spec("parametric:median_s=10m,p90_s=2h")
+    assert (spec.median_s, spec.p90_s, spec.p99_s) == (600.0, 7200.0, None)
+    with pytest.raises(InputError, match="median_s"):
+        parse_spec("gang-heavy:p99_s=30h")  # a p99 alone is not a distribution
