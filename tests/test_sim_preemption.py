@@ -149,3 +149,27 @@ def test_fifo_never_preempts_an_older_running_job_unless_told_to(solver):
     if solver == "cpsat":  # the exact round trades the old job for the eight young ones when it may
         free = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), replace(cfg, preemption="allowed"))
         assert free.jobs["preemptions"][0] >= 1
+
+
+def _head_gang_stream():
+    """A 16-GPU gang at the head of the queue and eight younger 2-GPU jobs that together
+    outweigh it under FIFO's weights and take the same 16 GPUs."""
+    ids = ["gang", *(f"y{i}" for i in range(8))]
+    sub = [0.0] * 9  # all at once; FIFO ranks ties in trace order
+    dur = [600.0] * 9
+    g = [16, *([2] * 8)]
+    tr = Trace.from_columns("head", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["gnmt"] * 9})
+    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=512)
+    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy", "fixed-demand"])
+def test_a_queue_that_does_not_preempt_starts_its_head_first_when_it_fits(solver):
+    wl, nodes = _head_gang_stream()
+    cfg = SimConfig(round_s=300.0, progress=False, check=True)
+    fifo = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), cfg)
+    start = dict(zip(fifo.jobs["id"], fifo.jobs["start_s"], strict=True))
+    assert start["gang"] == 0.0 and all(start[f"y{i}"] >= 300.0 for i in range(8))
+    if solver == "cpsat":  # with preemption allowed the weights alone rule: the exact round runs the eight first
+        free = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), replace(cfg, preemption="allowed"))
+        assert dict(zip(free.jobs["id"], free.jobs["start_s"], strict=True))["gang"] > 0.0

@@ -31,6 +31,10 @@ Semantics worth knowing:
   control, due jobs are lifted above every other job, unattainable ones are demoted to
   best-effort, and rounds carry their ``deadline_s`` / ``remaining_s``
   (:mod:`optsched.sim.deadlines`).
+* ``SimConfig.preemption`` (``"auto"``: the policy's own; FIFO does not preempt): without
+  preemption every running job is pinned (job ``preemptible=False``) and the head of the queue,
+  when it fits in the GPUs left, weighs more than all other waiting jobs together
+  (:func:`pins_running_jobs`, docs/simulator.md "Preemption").
 * ``SimConfig.fairness = "drf"`` makes every round a DRF round (``round.fairness``): each job
   carries its trace ``tenant`` (jobs without one form one tenant; with ``tenant_quotas`` too, only
   the tenants the quotas name), and the allocator maximises the smallest dominant share first;
@@ -365,12 +369,23 @@ def simulate_steps(
                 rem_d = remaining[active] / demand_thr[active]
                 slo_live = {int(j): (float(deadline[j] - t), float(r)) for j, r in zip(active[admitted], rem_d[admitted], strict=True)}
             free = None
-            if cfg.queue_window is not None:
+            if cfg.queue_window is not None or pin:
                 free = type_gpus.copy()
                 for j in active[running_now]:
                     for nid, k in assign[j].nodes.items():
                         free[type_of[nid]] -= k
-            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs, free, allowed)
+            if pin and not running_now.all():
+                # a queue that does not preempt starts its head first: when the first waiting job
+                # fits in the GPUs the pinned running jobs leave, it is worth more than any set of
+                # waiting jobs that could take them (the rest backfill)
+                wait = np.flatnonzero(~running_now)
+                h = wait[np.argmax(w[wait])]
+                if (allowed[active[h]] & (gpus[active[h]] <= free)).any():
+                    head = np.zeros(active.size, dtype=bool)
+                    head[h] = True
+                    w = slo_mod.due_weights(w, head)
+            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs,
+                         free if cfg.queue_window is not None else None, allowed)
             w_sel = w[np.searchsorted(active, sel)]
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             if slo_live:
