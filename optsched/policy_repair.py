@@ -71,7 +71,7 @@ def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Sche
 
     jobs = dict(schedule.jobs)
     if any(j.pinned for j in instance.jobs):
-        _keep_pinned(instance, jobs)
+        _keep_pinned(instance, jobs, lean)
     if instance.round.max_moves is not None:
         moved = sorted(moved_jobs(instance, jobs),
                        key=lambda j: (urgent(instance, instance.job(j)), assignment_value(instance, instance.job(j), jobs[j]), j))
@@ -141,9 +141,10 @@ def _fit(instance: Instance, cl: Cluster, job: Job, limit: int | None = None) ->
     return None
 
 
-def _keep_pinned(instance: Instance, jobs: dict[str, Assignment]) -> None:
+def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = True) -> None:
     """Rule 8 in place: every pinned job runs where it runs now. A pinned job left out or moved
-    is put back at the fastest grid point that fits there; when none fits, the other jobs on its
+    is put back at the fastest grid point that fits there (with ``lean=False`` its demand point
+    first, as fixed-demand keeps every job); when none fits, the other jobs on its
     nodes are left out, lowest value per GPU first, until its cheapest point fits (it always does
     once they are gone: the contract checks that the pinned jobs fit together)."""
     from optsched.model import cheapest_point
@@ -160,7 +161,7 @@ def _keep_pinned(instance: Instance, jobs: dict[str, Assignment]) -> None:
             continue
         home = dict(j.placement or {})
         pts = [(c, m, thr) for c, m, thr in j.profile.points() if not fair or thr >= j.demand_throughput]
-        pts.sort(key=lambda p: (-p[2], p[0], p[1]))
+        pts.sort(key=lambda p: (not lean and (p[0], p[1]) != j.demand, -p[2], p[0], p[1]))
         c0, m0 = cheapest_point(j, fair)
         if not cl.fits_at(home, c0, m0):
             others = [(assignment_value(instance, instance.job(o), a) / a.gpus, o) for o, a in jobs.items()
