@@ -10,9 +10,11 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
+from optsched.exact.placeable import nothing_can_run
+from optsched.limits import check_ranges, check_size, check_value_span
 from optsched.model import Instance
 from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
-from optsched.result import Result
+from optsched.result import Result, Status
 from optsched.schedule import Schedule
 
 __all__ = ["SolverBug", "choose_auto", "solve_round"]
@@ -114,6 +116,11 @@ def solve_round(
     returns within ``time_limit`` seconds plus a small overhead, always with a schedule that the
     independent checker accepts: the best one found when time runs out, the empty one at worst.
     ``hint`` (a schedule) seeds methods that take one. Extra ``options`` go to the solver.
+
+    Before any method runs, the round must be in the numeric range and value span of
+    :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
+    :class:`~optsched.errors.InputError`. A round where no job can be placed is answered at once
+    by every method: the empty schedule, objective 0, bound 0, ``optimal``.
     """
     if not isinstance(instance, Instance):
         instance = Instance.from_dict(instance)
@@ -141,7 +148,14 @@ def solve_round(
             raise InputError("hint", str(bad[0]), "is not a feasible schedule for this instance")
     info = _resolve(instance, method, solver, float(time_limit))
     _check_policies(instance, info)
+    check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
+    check_value_span(instance)
+    check_size(instance, info.name)
     start = time.perf_counter()
+    if nothing_can_run(instance):
+        # no job fits anywhere: the empty schedule is optimal and 0 is a proven bound, whatever the method
+        return Result(Schedule.empty(instance.name), Status.OPTIMAL, 0.0, 0.0, info.name, info.family,
+                      time.perf_counter() - start, {"proof": "no job can be placed on the round's nodes"})
     result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
     elapsed = time.perf_counter() - start
     report = check_schedule(instance, result.schedule)
