@@ -44,14 +44,16 @@ MAX_JSON_BYTES = 1 << 30
 
 
 def _gunzip(raw: bytes) -> bytes:
+    """Inflate every gzip member of ``raw``, refusing more than :data:`MAX_JSON_BYTES` of output."""
     out = bytearray()
-    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    chunk = d.decompress(raw, MAX_JSON_BYTES + 1)
-    out += chunk
-    if len(out) > MAX_JSON_BYTES:
-        raise OSError(f"inflates to more than {MAX_JSON_BYTES:,} bytes")
-    if not d.eof:
-        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+    while raw:
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        out += d.decompress(raw, MAX_JSON_BYTES + 1 - len(out))
+        if len(out) > MAX_JSON_BYTES:
+            raise OSError(f"inflates to more than {MAX_JSON_BYTES:,} bytes")
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        raw = d.unused_data.lstrip(b"\0")  # the next member, if any (gzip pads with zeros)
     return bytes(out)
 
 

@@ -119,8 +119,8 @@ def solve_round(
 
     Before any method runs, the round must be in the numeric range and value span of
     :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
-    :class:`~optsched.errors.InputError`. A round where no job can be placed is answered at once
-    by every method: the empty schedule, objective 0, bound 0, ``optimal``.
+    :class:`~optsched.errors.InputError`. On a round where no job can be placed every method
+    reports the empty schedule, objective 0, bound 0, ``optimal``.
     """
     if not isinstance(instance, Instance):
         instance = Instance.from_dict(instance)
@@ -152,10 +152,6 @@ def solve_round(
     check_value_span(instance)
     check_size(instance, info.name)
     start = time.perf_counter()
-    if nothing_can_run(instance):
-        # no job fits anywhere: the empty schedule is optimal and 0 is a proven bound, whatever the method
-        return Result(Schedule.empty(instance.name), Status.OPTIMAL, 0.0, 0.0, info.name, info.family,
-                      time.perf_counter() - start, {"proof": "no job can be placed on the round's nodes"})
     result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
     elapsed = time.perf_counter() - start
     report = check_schedule(instance, result.schedule)
@@ -167,4 +163,9 @@ def solve_round(
         raise SolverBug(f"{info.name} reported objective {result.objective} but the checker finds {report.objective}")
     if result.bound is not None and result.bound < report.objective - 1e-6 * max(1.0, abs(report.objective)):
         raise SolverBug(f"{info.name} reported bound {result.bound} below its own objective {report.objective}")
+    if (result.bound != 0.0 or result.status is not Status.OPTIMAL) and nothing_can_run(instance):
+        # no job fits anywhere (exact.placeable's proof): 0 is a proven bound and the (empty) schedule
+        # optimal, whatever the method knew; heuristics report no bound, lns one with LP slack
+        result = replace(result, status=Status.OPTIMAL, bound=0.0,
+                         stats={**result.stats, "proof": "no job can be placed on the round's nodes"})
     return replace(result, time_s=elapsed)

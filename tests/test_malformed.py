@@ -21,8 +21,7 @@ from fastapi.testclient import TestClient
 
 from optsched.cli import main
 from optsched.errors import InputError
-from optsched.io import load_instance, parse_json
-from optsched.limits import MAX_DEPTH
+from optsched.io import load_instance
 from optsched.model import Instance
 from optsched.service import ServiceConfig, create_app
 
@@ -210,10 +209,15 @@ def test_http_accepts_what_the_contract_accepts(http):
 
 def test_bom_is_skipped():
     """A UTF-8 byte-order mark (Windows editors write one) is not an error."""
+    from optsched.io import parse_json
+
     assert parse_json(b"\xef\xbb\xbf" + TEXT.encode()) == DOC
 
 
 def test_depth_limit_names_the_depth():
+    from optsched.io import parse_json
+    from optsched.limits import MAX_DEPTH
+
     ok = "[" * MAX_DEPTH + "]" * MAX_DEPTH
     parse_json(ok)
     with pytest.raises(InputError) as info:
@@ -222,6 +226,8 @@ def test_depth_limit_names_the_depth():
 
 
 def test_paired_surrogates_are_text():
+    from optsched.io import parse_json
+
     assert parse_json('{"a": "\\ud83d\\ude00"}') == {"a": "\U0001f600"}
 
 

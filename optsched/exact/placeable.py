@@ -15,10 +15,11 @@ import numpy as np
 
 from optsched.model import Instance, Job
 
-__all__ = ["can_run", "nothing_can_run"]
+__all__ = ["can_run", "node_arrays", "nothing_can_run"]
 
 
-def _by_type(instance: Instance) -> dict[str, np.ndarray]:
+def node_arrays(instance: Instance) -> dict[str, np.ndarray]:
+    """Per GPU type, the ``(gpus, cpus, mem_gb)`` rows of its nodes that have GPUs."""
     rows: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for n in instance.nodes:
         if n.gpus > 0:
@@ -27,8 +28,8 @@ def _by_type(instance: Instance) -> dict[str, np.ndarray]:
 
 
 def can_run(instance: Instance, job: Job, nodes: dict[str, np.ndarray] | None = None) -> bool:
-    """Whether ``job`` alone fits on the round's nodes (``nodes``: :func:`_by_type`'s arrays)."""
-    nodes = _by_type(instance) if nodes is None else nodes
+    """Whether ``job`` alone fits on the round's nodes (``nodes``: :func:`node_arrays`'s arrays)."""
+    nodes = node_arrays(instance) if nodes is None else nodes
     need = min(job.sizes)
     demand = job.demand_throughput
     points = [(c, m) for c, m, thr in job.profile.points() if not instance.round.fair or thr >= demand]
@@ -48,5 +49,5 @@ def can_run(instance: Instance, job: Job, nodes: dict[str, np.ndarray] | None = 
 
 def nothing_can_run(instance: Instance) -> bool:
     """Whether no job of the round can run (so the empty schedule is optimal, worth 0)."""
-    nodes = _by_type(instance)
+    nodes = node_arrays(instance)
     return not any(can_run(instance, j, nodes) for j in instance.jobs)
