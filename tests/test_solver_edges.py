@@ -145,3 +145,18 @@ def test_bound_below_objective_is_no_bound(monkeypatch):
     monkeypatch.setattr(ScipSolver, "_solve", lying)
     res = solve_round(inst, solver="scip", time_limit=2.0)
     assert res.bound is None and res.status is Status.FEASIBLE and "below the objective" in res.stats["warning"]
+
+
+def test_range_checked_for_rounds_built_in_python():
+    """A round built from the dataclasses skips ``Instance.from_dict``: ``solve_round`` checks the
+    range itself, before any method (10^400 GPUs crashed float conversions in the solvers)."""
+    from dataclasses import replace
+
+    inst = Instance.from_dict(DOC)
+    huge = replace(inst, nodes=(replace(inst.nodes[0], gpus=10**400), *inst.nodes[1:]))
+    heavy = replace(inst, jobs=(replace(inst.jobs[0], weight=1e308), *inst.jobs[1:]))
+    for bad, field in ((huge, "nodes[0].gpus"), (heavy, "jobs[0].weight")):
+        for method in ("cpsat", "fungible-greedy"):
+            with pytest.raises(InputError) as info:
+                solve_round(bad, solver=method, time_limit=0.5)
+            assert info.value.field == field

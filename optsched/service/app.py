@@ -70,13 +70,15 @@ def _err(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 _E = {"model": ErrorBody}
 POOL_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {**_E, "description": "the server requires a bearer token and the request lacks it"},
+    413: {**_E, "description": "the body is larger than the server's cap (the message names it)"},
     422: {**_E, "description": "bad input (the field is named)"},
     429: {**_E, "description": "over capacity: every worker busy and the queue full"},
     500: {**_E, "description": "the solver failed for this request"},
     503: {**_E, "description": "the solve pool is not running"},
     504: {**_E, "description": "the solve overran its time limit by far"},
 }
-CHECK_ERRORS: dict[int | str, dict[str, Any]] = {422: POOL_ERRORS[422], 500: {**_E, "description": "internal error"}}
+CHECK_ERRORS: dict[int | str, dict[str, Any]] = {k: POOL_ERRORS[k] for k in (401, 413, 422)} | {500: {**_E, "description": "internal error"}}
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
