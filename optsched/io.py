@@ -67,28 +67,28 @@ class _Refused:
         self.literal, self.problem = literal, problem
 
 
-#: integer literals longer than this are refused at parse time (Python refuses to convert
-#: beyond 4,300 digits; every count of the contract is at most optsched.limits.MAX_COUNT)
-_MAX_INT_DIGITS = 100
-
-
 def _constant(literal: str) -> _Refused:
     return _Refused(literal, f"{literal} is not a JSON number (RFC 8259 has no NaN or infinities)")
 
 
 def _int(literal: str) -> int | _Refused:
-    if len(literal.lstrip("-")) > _MAX_INT_DIGITS:
-        return _Refused(f"<an integer of {len(literal.lstrip('-'))} digits>",
-                        f"is an integer literal of more than {_MAX_INT_DIGITS} digits")
+    digits = len(literal.lstrip("-"))
+    if digits > _MAX_INT_DIGITS:
+        return _Refused(f"<an integer of {digits} digits>", f"is an integer literal of more than {_MAX_INT_DIGITS:,} digits")
     return int(literal)
 
 
 def _float(literal: str) -> float | _Refused:
     x = float(literal)
-    if not math.isfinite(x):
+    if math.isinf(x):
         return _Refused(literal if len(literal) <= 40 else literal[:37] + "...",
                         "is a number too large for a 64-bit float (it would read as infinity)")
     return x
+
+
+#: longer integer literals are refused where they stand (Python converts at most this many
+#: digits); shorter ones outside the contract's range are refused by optsched.limits
+_MAX_INT_DIGITS = 4300
 
 
 def parse_json(data: bytes | str) -> Any:
@@ -98,7 +98,8 @@ def parse_json(data: bytes | str) -> Any:
     skipped), invalid JSON, a key twice in one object, nesting deeper than
     :data:`~optsched.limits.MAX_DEPTH`, the non-standard literals ``NaN``, ``Infinity`` and
     ``-Infinity``, numbers that overflow a double (``1e400``), integer literals of more than
-    100 digits, and strings with a lone UTF-16 surrogate (``"\\ud800"``). The field is the JSON
+    4,300 digits (Python's conversion limit; smaller integers outside the contract's range are
+    refused by :mod:`optsched.limits`), and strings with a lone UTF-16 surrogate (``"\\ud800"``). The field is the JSON
     path of the refused value where there is one, else ``body``.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
@@ -110,21 +111,61 @@ def parse_json(data: bytes | str) -> Any:
     else:
         text = data
     text = text.removeprefix("\ufeff")
+    refused: list[_Refused] = []
+
+    def note(value: Any) -> Any:
+        if isinstance(value, _Refused):
+            refused.append(value)
+        return value
+
+    def loads(**hooks: Any) -> Any:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=lambda t: note(_constant(t)), **hooks)
+
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_constant, parse_int=_int,
-                         parse_float=_float)
+        try:
+            doc = loads()
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer beyond Python's int-str limit: again, the hook marks where
+            doc = loads(parse_int=lambda t: note(_int(t)))
     except _DuplicateKey as e:
         raise InputError("body", e.args[0], f"has the key {e.args[0]!r} twice in one JSON object") from None
     except json.JSONDecodeError as e:
         raise InputError("body", text[max(0, e.pos - 20):e.pos + 20], f"is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise InputError("body", f"deeper than {MAX_DEPTH}", f"nests arrays and objects deeper than {MAX_DEPTH} levels") from None
-    _scan(doc, surrogates="\\u" in text and _SURROGATE.search(text) is not None)
+    surrogates = "\\u" in text and _SURROGATE.search(text) is not None
+    depth, overflow = _shape(doc)
+    if overflow:  # again, with a hook that keeps the literal (rare: only when a number overflowed)
+        doc = loads(parse_int=lambda t: note(_int(t)), parse_float=lambda t: note(_float(t)))
+    if refused or surrogates or overflow or depth > MAX_DEPTH:
+        _scan(doc, surrogates)  # the slower walk, to name where the problem is
     return doc
 
 
 #: a JSON escape of a UTF-16 surrogate (paired ones decode to one character; lone ones stay)
 _SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_CONTAINERS = (dict, list)
+_INF = math.inf
+
+
+def _shape(doc: Any) -> tuple[int, bool]:
+    """Nesting depth of arrays and objects (counted to one level past MAX_DEPTH), and whether a
+    number overflowed to an infinity (``1e400``: Python's json reads it as ``inf``)."""
+    level = [doc] if type(doc) in _CONTAINERS else []
+    depth, overflow = 0, type(doc) is float and abs(doc) == _INF
+    while level and depth <= MAX_DEPTH:
+        depth += 1
+        nxt: list[Any] = []
+        for node in level:
+            for v in node.values() if type(node) is dict else node:
+                t = type(v)
+                if t is dict or t is list:
+                    nxt.append(v)
+                elif t is float and (v == _INF or v == -_INF):
+                    overflow = True
+        level = nxt
+    return depth + (1 if level else 0), overflow
 
 
 def _scan(doc: Any, surrogates: bool) -> None:
@@ -146,6 +187,9 @@ def _scan(doc: Any, surrogates: bool) -> None:
             stack.extend((v, f"{at}[{i}]", depth + 1) for i, v in enumerate(node))
         elif isinstance(node, _Refused):
             raise InputError(at or "body", node.literal, node.problem)
+        elif isinstance(node, float) and math.isinf(node):
+            raise InputError(at or "body", "a number beyond 1.8e308",
+                             "is a number too large for a 64-bit float (it would read as infinity)")
         elif surrogates and isinstance(node, str) and not _utf8(node):
             raise InputError(at or "body", node, "has a lone UTF-16 surrogate (not Unicode text)")
 
