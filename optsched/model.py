@@ -544,6 +544,13 @@ class Round:
         return d
 
 
+def _check_ranges(inst: Instance) -> None:
+    """The numeric range every method computes with (:mod:`optsched.limits`), checked on read."""
+    from optsched.limits import check_ranges
+
+    check_ranges(inst)
+
+
 def _missing(field_name: str) -> Any:
     raise InputError(field_name, None, "is required")
 
@@ -656,6 +663,7 @@ class Instance:
             why = "uses version-2 fields (tenant, deadline_s, remaining_s, elastic, preemptible, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
                 else "declares version 2 but uses no version-2 field; write version 1"
             raise InputError("version", version, why)
+        _check_ranges(inst)
         return inst
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from optsched.errors import InputError
 from optsched.exact import elastic as elastic_rows
 from optsched.exact.fixing import ConfigFixing, config_fixing
 from optsched.exact.hint import greedy_schedule
+from optsched.exact.placeable import can_run, node_arrays
 from optsched.exact.policies import solve_lexicographic
 from optsched.exact.prep import JobData, dominating_point, hug_keep, hug_points_of, job_data, node_classes
 from optsched.exact.scaling import ValueScale
@@ -815,7 +816,10 @@ def make_scale(instance: Instance, data: list[JobData]) -> ValueScale:
     """The integer scale for this instance's job values (see :mod:`optsched.exact.scaling`)."""
     vals = [v for d in data for v in d.base.values()]
     total = sum(d.best for d in data)
-    max_terms = min(len(instance.jobs), sum(n.gpus for n in instance.nodes))
+    # only jobs that fit somewhere, with a positive value, can enter a schedule: with none, the
+    # bound is 0 exactly (no rounding slack), as the empty schedule is optimal
+    nodes = node_arrays(instance)
+    max_terms = min(sum(1 for d in data if d.best > 0 and can_run(instance, d.job, nodes)), sum(n.gpus for n in instance.nodes))
     return ValueScale.for_values(vals, total, max_terms)
 
 
