@@ -188,3 +188,30 @@ def test_bounds_stay_above_the_optimum(spread_from):
             assert lp_bound(inst, relaxation=relaxation) >= optimum - 1e-6, (inst.name, relaxation)
         if inst.round.max_moves is None:
             assert config_bound(inst, time_limit=5.0).bound >= optimum - 1e-6, inst.name
+
+
+def test_an_lns_neighbourhood_values_a_gang_as_the_whole_round():
+    """The sub-round of an LNS neighbourhood has less room on its nodes (n0 and n1 keep 2 GPUs each
+    for a job that also runs outside it); an 8-GPU gang's spread still starts at the whole round's
+    fewest nodes (one 8-GPU node), not at the sub-round's (two nodes of 6 free GPUs)."""
+    from optsched.heuristics.lns import sub_instance
+
+    gang = Job("g", 8, FLAT, (1, 8), spread_factor=0.9)
+    wide = Job("w", 6, FLAT, (1, 8), placement={"n0": 2, "n1": 2, "n2": 2})
+    inst = _round((8, 8, 8), [gang, wide])
+    placed = Schedule(inst.name, {"w": Assignment({"n0": 2, "n1": 2, "n2": 2}, 1, 8)})
+    sub, ids = sub_instance(inst, placed, ["n0", "n1"], ["g"])
+    assert ids == ["g"] and [n.gpus for n in sub.nodes] == [6, 6]
+    assert sub.fewest_nodes("V100", 8) == inst.fewest_nodes("V100", 8) == 1
+    assert Instance("alone", sub.nodes, sub.jobs).fewest_nodes("V100", 8) == 2
+    split = Schedule(sub.name, {"g": Assignment({"n0": 6, "n1": 2}, 1, 8)})
+    assert schedule_value(sub, split) == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize(("flags", "version"), [([], 3), (["--spread-from", "one"], 1), (["--spread-from", "one", "--elastic-share", "0.5"], 2)])
+def test_gen_writes_the_spread_rule_asked_for(tmp_path, flags, version):
+    from optsched.cli import main
+
+    path = tmp_path / "r.json"
+    assert main(["gen", "--nodes", "2", "--jobs", "6", "--seed", "1", *flags, "-o", str(path)]) == 0
+    assert json.loads(path.read_text())["version"] == version
