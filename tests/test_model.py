@@ -225,7 +225,7 @@ def test_accepted_edge_cases():
     d["jobs"][1]["x-owner"] = "team-a"
     assert Instance.from_dict(d).to_dict() == Instance.from_dict(base_round()).to_dict()
     empty = Instance.from_dict({"version": 1, "name": "e", "nodes": [], "jobs": []})
-    assert empty.size == (0, 0) and empty.round == Round(300.0, False)
+    assert empty.size == (0, 0) and empty.round == Round(300.0, False, spread_from="one")
     d = base_round()
     d["nodes"][2].update(gpus=0, cpus=0, mem_gb=0)
     d["jobs"][0]["profile"]["cpus_per_gpu"] = [0, 2]

@@ -397,8 +397,10 @@ class RoundModel:
             self.model.add(total >= 1).only_enforce_if(lit)
 
     def add_spread_value(self) -> None:
-        """A split job's value is capped by ``spread_factor^(k-1)`` of its mode, k = nodes used,
-        and by the restart factor unless it stays exactly where it runs now."""
+        """A split job's value is capped by ``spread_factor^(k-kbase)`` of its mode, k = nodes used
+        and ``kbase`` its spread base on the mode's type (:meth:`optsched.model.Instance.spread_base`:
+        the fewest nodes of the type that hold it, or 1 under ``round.spread_from = "one"``; no
+        factor below it), and by the restart factor unless it stays exactly where it runs now."""
         inst = self.instance
         self._u_of: dict[int, list[cp_model.IntVar]] = {}
         for (j, _n), lit in self.u.items():
