@@ -35,8 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=5.0, help="allocator seconds per round (default 5)")
     p.add_argument("--round", default="300", help="round length (default 300 s)")
     p.add_argument("--restart", default="60", help="restart cost of a moved or resumed job (default 60 s)")
-    p.add_argument("--spread-factor", type=float, default=0.9, help="throughput factor per extra node (default 0.9)")
-    p.add_argument("--queue-window", type=float, default=2.0, help="waiting jobs offered per round, x cluster GPUs (0: all)")
+    p.add_argument("--spread-factor", type=float, default=0.9,
+                   help="throughput factor per node a gang uses beyond the fewest it needs (default 0.9)")
+    p.add_argument("--queue-window", type=float, default=2.0,
+                   help="waiting jobs offered per round, x cluster GPUs (0: all); jobs that fit the free GPUs backfill past it")
     p.add_argument("--horizon", default=None, help="stop at this simulated time (unfinished jobs are reported)")
     p.add_argument("--fair", action="store_true", help="Synergy fairness: no job slower than at its demand")
     p.add_argument("--slo-share", type=float, default=0.0,

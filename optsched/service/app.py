@@ -52,7 +52,7 @@ __all__ = ["create_app"]
 log = logging.getLogger("optsched.service")
 
 API_DESCRIPTION = """\
-Solve, check and validate GPU-cluster scheduling rounds (the optsched round contract, version 1).
+Solve, check and validate GPU-cluster scheduling rounds (the optsched round contract, versions 1 to 3).
 
 Solves run in a bounded pool of worker processes: a request beyond the pool's capacity gets 429
 at once. Every error body has `error` (a stable code) and `message`; a 422 names the bad `field`
