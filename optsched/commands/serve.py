@@ -24,8 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
+    from optsched.extras import require_extra
 
+    uvicorn = require_extra("uvicorn", "service", "optsched serve")
     from optsched.service import ServiceConfig, create_app
 
     if not 0 <= args.port <= 65535:
