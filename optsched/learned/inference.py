@@ -31,17 +31,19 @@ import json
 import math
 import zipfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from optsched.errors import InputError
 from optsched.learned.decode import Scores
 from optsched.learned.features import JOB_FEATURES, NEG, NODE_FEATURES, POINT_FEATURES, RoundFeatures
 
-__all__ = ["DEFAULT_WEIGHTS", "FORMAT", "NumpyPolicy", "collate_arrays", "load_npz", "save_npz"]
+__all__ = ["DEFAULT_WEIGHTS", "FORMAT", "INFERENCE_THREADS", "NumpyPolicy", "collate_arrays", "load_npz", "save_npz"]
 
 #: the format tag of a weights file (an ``.npz`` of the state dict, the config and training metadata)
 FORMAT = "optsched-maifs-npz-1"
@@ -50,6 +52,17 @@ FORMAT = "optsched-maifs-npz-1"
 DEFAULT_WEIGHTS = Path(str(resources.files("optsched.learned") / "weights" / "maifs-small.npz"))
 
 _CONFIG_KEYS = ("d_model", "heads", "layers", "ff", "d_point", "inducing")
+
+#: BLAS threads for one forward pass. Measured on the shared 2-core machine at load 3-4: with
+#: OpenBLAS's default of two threads one 16 x 4,000 attention product took 1.1 s, with one 0.2 ms
+#: (busy-waiting threads, as torch's OpenMP threads were before); one round is too small to gain
+#: from more.
+INFERENCE_THREADS = 1
+
+
+@lru_cache(maxsize=1)
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()  # after numpy's import: it finds numpy's OpenBLAS
 
 
 def collate_arrays(feats: list[RoundFeatures]) -> dict[str, np.ndarray]:
@@ -156,14 +169,18 @@ class NumpyPolicy:
     def n_parameters(self) -> int:
         return sum(int(v.size) for v in self.params.values())
 
-    def forward(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def forward(self, batch: dict[str, np.ndarray], *, threads: int = INFERENCE_THREADS) -> dict[str, np.ndarray]:
         """``PolicyNet.forward`` on the arrays of :func:`collate_arrays`: ``admit`` (B, J),
-        ``node`` (B, J, N), ``point`` (B, J, P), ``fit`` (B, J), NEG where impossible."""
+        ``node`` (B, J, N), ``point`` (B, J, P), ``fit`` (B, J), NEG where impossible. BLAS
+        runs with ``threads`` threads inside (the previous setting is restored)."""
+        with _blas().limit(limits=threads, user_api="blas"):
+            return self._forward(batch)
+
+    def _forward(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         p, heads = self.params, self.config["heads"]
         neg, zero = np.float32(NEG), np.float32(0.0)
         jm, km, pm = batch["job_mask"], batch["cls_mask"], batch["point_mask"]
-        B, J, P, _ = batch["point"].shape
-        N = batch["node_class"].shape[1]
+        B = batch["point"].shape[0]
         pe = _mlp(p, "point_enc", batch["point"])  # (B, J, P, dp)
         pmf = pm[..., None].astype(pe.dtype)
         mean = (pe * pmf).sum(2) / np.maximum(pmf.sum(2), 1.0)
@@ -201,17 +218,18 @@ class NumpyPolicy:
         per_class = _linear(p, "node_q", hj) @ _linear(p, "node_k", hk).swapaxes(-1, -2) / np.float32(math.sqrt(d))
         per_class = per_class + coef[..., 0:1] * batch["cls_speed"]
         per_class = np.where(allowed, per_class, neg)
-        idx = np.broadcast_to(batch["node_class"][:, None, :], (B, J, N))
-        node = np.take_along_axis(per_class, idx, axis=2) + coef[..., 1:2] * batch["placed"]
-        node_ok = np.take_along_axis(allowed, idx, axis=2) & batch["node_mask"][:, None, :]
+        # torch's gather over (B, J, N) indices: per round, one index per node (its class)
+        cls_of = batch["node_class"]
+        node = np.stack([np.take(per_class[b], cls_of[b], axis=1) for b in range(B)]) + coef[..., 1:2] * batch["placed"]
+        node_ok = np.stack([np.take(allowed[b], cls_of[b], axis=1) for b in range(B)]) & batch["node_mask"][:, None, :]
         node = np.where(node_ok, node, neg)
         point = np.einsum("bjd,bjpd->bjp", _linear(p, "point_q", hj), pe) + _linear(p, "point_b", pe)[..., 0]
         point = np.where(batch["point_ok"] & jm[..., None], point, neg)
         return {"admit": admit, "node": node, "point": point, "fit": coef[..., 2]}
 
-    def scores(self, feats: RoundFeatures) -> Scores:
+    def scores(self, feats: RoundFeatures, *, threads: int = INFERENCE_THREADS) -> Scores:
         """One round's scores for decoding (float64, cut to the round's sizes)."""
-        out = self.forward(collate_arrays([feats]))
+        out = self.forward(collate_arrays([feats]), threads=threads)
         J, N, P = feats.n_jobs, feats.n_nodes, feats.point.shape[1]
         f = lambda a: np.asarray(a, np.float64)  # noqa: E731
         return Scores(admit=f(out["admit"][0, :J]), node=f(out["node"][0, :J, :N]), point=f(out["point"][0, :J, :P]), fit=f(out["fit"][0, :J]))

@@ -20,14 +20,14 @@ import numpy as np
 from optsched.errors import InputError
 from optsched.learned.decode import _schedule, decode, decode_state
 from optsched.learned.features import featurise
-from optsched.learned.inference import DEFAULT_WEIGHTS, NumpyPolicy, load_npz
+from optsched.learned.inference import DEFAULT_WEIGHTS, INFERENCE_THREADS, NumpyPolicy, load_npz
 from optsched.learned.repair import improve, state_value
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
-__all__ = ["DEFAULT_WEIGHTS", "LearnedSolver", "load_policy", "policy_schedule"]
+__all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "load_policy", "policy_schedule"]
 
 #: sampled decodes by default on rounds of at most SAMPLE_CELLS nodes x jobs (best of greedy and
 #: these; on unseen 4-8 node rounds best-of-16 cut the median gap from ~4.7 % to ~0.4 %)
@@ -99,7 +99,8 @@ def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tup
 class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
     decodes within the time limit; default DEFAULT_SAMPLES on rounds of at most SAMPLE_CELLS
-    nodes x jobs, else 0), ``temperature`` (default 1.0), ``repair`` (the price-guided repair of
+    nodes x jobs, else 0), ``temperature`` (default 1.0), ``threads`` (BLAS threads for the
+    forward pass, default :data:`~optsched.learned.inference.INFERENCE_THREADS`), ``repair`` (the price-guided repair of
     :mod:`optsched.learned.repair` after the greedy decode, kept only when it is worth more;
     default on rounds of more than REPAIR_CELLS nodes x jobs without contract-v2 policies).
     Sampling is seeded by ``seed``, so the result is deterministic unless the time limit cuts the
@@ -112,9 +113,9 @@ class LearnedSolver:
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
     ) -> Result:
         start = time.perf_counter()
-        unknown = set(options) - {"weights", "samples", "temperature", "repair"}
+        unknown = set(options) - {"weights", "samples", "temperature", "threads", "repair"}
         if unknown:
-            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, repair")
+            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, threads, repair")
         n_nodes, n_jobs = instance.size
         samples = options.get("samples", DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
@@ -122,6 +123,9 @@ class LearnedSolver:
         temperature = float(options.get("temperature", 1.0))
         if not temperature > 0:
             raise InputError("temperature", temperature, "must be > 0")
+        threads = options.get("threads", INFERENCE_THREADS)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InputError("threads", threads, "must be a positive integer")
         repair = options.get("repair")
         if repair is not None and not isinstance(repair, bool):
             raise InputError("repair", repair, "must be true or false")
@@ -132,7 +136,7 @@ class LearnedSolver:
         net = load_policy(options.get("weights"))
         t0 = time.perf_counter()
         feats = featurise(instance)
-        scores = net.scores(feats)
+        scores = net.scores(feats, threads=threads)
         t1 = time.perf_counter()
         # keep a margin for building the Result; past the deadline the decoder stops placing jobs
         deadline = start + max(0.0, 0.95 * time_limit - 0.02)
