@@ -13,7 +13,7 @@ torch (:mod:`optsched.learned.policy`)  numpy (this module)
 ``nn.Sequential(Linear, ReLU, Linear)`` :func:`_mlp`: entries ``name.0`` and ``name.2``
 ``F.scaled_dot_product_attention``      :func:`_attention`: ``softmax(q k^T / sqrt(d_head) + bias) v``
 ``_Block.forward``                      :func:`_block`: pre-norm attention, residual, pre-norm feed-forward
-``PolicyNet.forward``                   :meth:`NumpyPolicy.forward` (same statements, same order)
+``PolicyNet.forward``                   :meth:`NumpyPolicy.forward` (same statements and order; ``gather`` per round)
 ``policy.collate``                      :func:`collate_arrays` (the torch ``collate`` wraps it)
 ======================================  ==============================================================
 
