@@ -11,9 +11,11 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
+from optsched.exact.placeable import nothing_can_run
+from optsched.limits import check_ranges, check_size, check_value_span
 from optsched.model import Instance
 from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
-from optsched.result import Result
+from optsched.result import Result, Status
 from optsched.schedule import Schedule
 
 __all__ = ["SolverBug", "choose_auto", "solve_round"]
@@ -103,8 +105,8 @@ def _resolve(instance: Instance, method: str, solver: str | None, time_limit: fl
     return family_default(method), None
 
 
-#: checker rules that belong to the policy families of contract version 2 (quotas, max_moves)
-_POLICY_RULES = (6, 7)
+#: checker rules that belong to the policy families of contract version 2 (quotas, max_moves, pinned jobs)
+_POLICY_RULES = (6, 7, 8)
 
 
 def _check_policies(instance: Instance, info: MethodInfo) -> None:
@@ -135,6 +137,12 @@ def solve_round(
     returns within ``time_limit`` seconds plus a small overhead, always with a schedule that the
     independent checker accepts: the best one found when time runs out, the empty one at worst.
     ``hint`` (a schedule) seeds methods that take one. Extra ``options`` go to the solver.
+
+    Before any method runs, the round must be in the numeric range and value span of
+    :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
+    :class:`~optsched.errors.InputError`. On a round where no job can be placed every method
+    reports the empty schedule, objective 0, bound 0, ``optimal``.
+
     What the caller should know but is no error is listed in ``Result.stats["warnings"]`` and
     logged as a warning on the ``optsched`` logger (e.g. ``auto`` not running the learned policy
     because its weights do not load: see :func:`choose_auto`).
@@ -167,6 +175,9 @@ def solve_round(
     if warning is not None:
         log.warning("%s: %s", instance.name, warning)
     _check_policies(instance, info)
+    check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
+    check_value_span(instance)
+    check_size(instance, info.name)
     start = time.perf_counter()
     result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
     elapsed = time.perf_counter() - start
@@ -179,6 +190,11 @@ def solve_round(
         raise SolverBug(f"{info.name} reported objective {result.objective} but the checker finds {report.objective}")
     if result.bound is not None and result.bound < report.objective - 1e-6 * max(1.0, abs(report.objective)):
         raise SolverBug(f"{info.name} reported bound {result.bound} below its own objective {report.objective}")
+    if (result.bound != 0.0 or result.status is not Status.OPTIMAL) and nothing_can_run(instance):
+        # no job fits anywhere (exact.placeable's proof): 0 is a proven bound and the (empty) schedule
+        # optimal, whatever the method knew; heuristics report no bound, lns one with LP slack
+        result = replace(result, status=Status.OPTIMAL, bound=0.0,
+                         stats={**result.stats, "proof": "no job can be placed on the round's nodes"})
     if warning is not None:
         result = replace(result, stats={**result.stats, "warnings": [*result.stats.get("warnings", []), warning]})
     return replace(result, time_s=elapsed)

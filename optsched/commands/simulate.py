@@ -13,7 +13,10 @@ from optsched.errors import InputError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios")
+    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios; or "
+                                 "synthetic:PRESET[:KEY=VALUE,...] to generate one (presets parametric, synergy, gang-heavy, "
+                                 "philly-multi; e.g. synthetic:gang-heavy:jobs=500,gpus=176,load=1.1; the seed is --seed "
+                                 "unless given)")
     p.add_argument("--format", default="auto", help="auto (from the header), normalized, philly, alibaba or helios")
     p.add_argument("--start", default="0", help="window start after the first arrival (e.g. 0, 12h, 7d)")
     p.add_argument("--length", default=None, help="window length (e.g. 1d, 30d; default: to the end)")
@@ -51,6 +54,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-moves", type=int, default=None,
                    help="Gandiva's migration budget: at most this many running jobs change nodes per round (round.max_moves; "
                         "default: unbounded)")
+    p.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
+                   help="none: a running job is never stopped or moved for another; allowed: the allocator may; auto (default): "
+                        "the policy's own semantics (fifo does not preempt; las, srf, srtf and the others do), allowed with "
+                        "quotas, SLO jobs or --fairness")
+    p.add_argument("--shadow", default=None,
+                   help="also solve every round with this solver on the same state and write <run>.rounds.csv comparing them "
+                        "(worth, GPUs, jobs started and preempted, gangs, head of queue)")
     p.add_argument("--elastic-share", type=float, default=0.0,
                    help="share of jobs (drawn with --seed) that are elastic: gpus/4 .. 4 x gpus GPUs, Amdahl scaling per model (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
@@ -112,13 +122,22 @@ def run(args: argparse.Namespace) -> int:
         check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
         elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
+        preemption=args.preemption,
     )
+    if args.shadow is not None:
+        get_method(args.shadow)
     pairs = [(pol, a) for pol in policies for a in allocators]
+    extra = {} if args.shadow is None else {"shadow": args.shadow}
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
-                       workers=args.workers, address=args.address, progress=not args.no_progress)
+                       workers=args.workers, address=args.address, progress=not args.no_progress, **extra)
     runs = {}
     for (pol, a), res in results.items():
         stem = out / f"{pol}-{a}-s{args.seed}"
+        shadow_rounds = res.info.pop("shadow_rounds", None)
+        if shadow_rounds is not None:
+            from optsched.sim.shadow import write_rounds_csv
+
+            write_rounds_csv(shadow_rounds, stem.with_suffix(".rounds.csv"))
         write_metrics_json(res, stem.with_suffix(".metrics.json"))
         write_jobs_csv(res, stem.with_suffix(".jobs.csv"))
         runs[f"{pol}/{a}"] = res

@@ -52,6 +52,7 @@ __all__ = [
     "scale_load",
     "snap",
     "window",
+    "write_trace_csv",
 ]
 
 
@@ -278,6 +279,41 @@ def load_normalized(path: str | Path) -> Trace:
             cols[c].append((r.get(c) or "").strip())
     _drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
+
+
+#: the columns :func:`write_trace_csv` writes, in order (required ones first), and the Trace field of each
+_WRITE_COLUMNS = (
+    ("job_id", "job_id"), ("submit_time_s", "submit_s"), ("duration_s", "duration_s"), ("num_gpus", "gpus"),
+    ("cpu_cores", "cpu_cores"), ("mem_gib", "mem_gib"), ("cpus_per_gpu", "cpus_per_gpu"), ("mem_per_gpu_gb", "mem_per_gpu_gb"),
+    ("tenant", "tenant"), ("gpu_type", "gpu_type"), ("model", "model"),
+)
+
+
+def write_trace_csv(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` in the normalized schema (what :func:`load_normalized` reads back).
+
+    The four required columns always; an optional column only when some job has a value in it.
+    Numbers are written exactly (``repr``), so a written trace loads back equal.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    cols = [(c, f) for c, f in _WRITE_COLUMNS if c in ("job_id", "submit_time_s", "duration_s", "num_gpus")
+            or any((v != "") if isinstance(v, str) else math.isfinite(v) for v in getattr(trace, f))]
+    with p.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow([c for c, _ in cols])
+        for i in range(len(trace)):
+            row = []
+            for _, f in cols:
+                v = getattr(trace, f)[i]
+                if isinstance(v, str):
+                    row.append(v)
+                elif f == "gpus":
+                    row.append(int(v))
+                else:
+                    row.append("" if not math.isfinite(v) else repr(float(v)))
+            w.writerow(row)
+    return p
 
 
 def load_philly(path: str | Path) -> Trace:
