@@ -89,7 +89,7 @@ def test_bad_options_and_weights_are_refused(tiny_weights: Path, tmp_path: Path)
     torch.save({"format": "other"}, bad)
     with pytest.raises(InputError, match="not a usable"):
         LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(bad))
-    for name, data in (("junk.npz", b"not a zip"), ("junk.bin", b"\x93NUMPY")):
+    for name, data in (("junk.npz", b"not a zip"), ("junk.bin", b"\x93NUMPY"), ("junk.pt", b"not a pickle")):
         (tmp_path / name).write_bytes(data)
         with pytest.raises(InputError, match="weights.*not a usable"):
             LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(tmp_path / name))

@@ -10,6 +10,7 @@ and path (cached); the default is the shipped :data:`~optsched.learned.inference
 
 from __future__ import annotations
 
+import pickle
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -49,7 +50,7 @@ def _load(path: str, mtime: float) -> NumpyPolicy:
 
     try:
         return PolicyNet.from_checkpoint(torch.load(path, map_location="cpu", weights_only=True)).to_numpy()
-    except (ValueError, KeyError, RuntimeError, OSError) as e:
+    except (ValueError, KeyError, RuntimeError, OSError, pickle.UnpicklingError) as e:
         raise InputError("weights", path, f"is not a usable optsched MAIFS checkpoint: {e}") from None
 
 
