@@ -134,18 +134,19 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         if not allowed:
             out.append(Violation(2, f"job {jid}: GPU type {gpu_type} is not in its gpu_speed", job=jid))
         # rule 3: a point of the profile grid
-        c, m = a.get("cpus_per_gpu"), a.get("mem_per_gpu_gb")
+        raw_c, raw_m = a.get("cpus_per_gpu"), a.get("mem_per_gpu_gb")
         grid_c = list(job.profile.cpus_per_gpu)
         grid_m = list(job.profile.mem_per_gpu_gb)
-        on_grid = isinstance(c, int) and isinstance(m, int) and not isinstance(c, bool) and not isinstance(m, bool) and c in grid_c and m in grid_m
-        if not on_grid:
-            out.append(Violation(3, f"job {jid}: ({c!r}, {m!r}) is not a point of its profile grid", job=jid))
+        c = raw_c if isinstance(raw_c, int) and not isinstance(raw_c, bool) and raw_c in grid_c else None
+        m = raw_m if isinstance(raw_m, int) and not isinstance(raw_m, bool) and raw_m in grid_m else None
+        if c is None or m is None:
+            out.append(Violation(3, f"job {jid}: ({raw_c!r}, {raw_m!r}) is not a point of its profile grid", job=jid))
         for nid, k in where.items():
             used_gpu[nid] += k
-            if on_grid:
+            if c is not None and m is not None:
                 used_cpu[nid] += c * k
                 used_mem[nid] += m * k
-        if not on_grid:
+        if c is None or m is None:
             continue
         got[jid] = (n_gpus, c * n_gpus, m * n_gpus)
         tp = job.profile.throughput[grid_c.index(c)][grid_m.index(m)]
@@ -284,7 +285,7 @@ def _quota_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) 
     for job in instance.jobs:
         if job.id in scheduled:
             held[job.tenant] = held.get(job.tenant, 0) + sum(scheduled[job.id].values())
-    waiting = [job for job in instance.jobs if job.id not in scheduled and job.tenant in quotas
+    waiting = [job for job in instance.jobs if job.id not in scheduled and job.tenant is not None and job.tenant in quotas
                and held.get(job.tenant, 0) + (job.gpus if job.elastic is None else job.elastic.gpus[0]) <= quotas[job.tenant]]
     if not waiting:
         return []
@@ -304,7 +305,7 @@ def _moves_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) 
     if cap is None:
         return []
     moved = [jid for jid, where in scheduled.items()
-             if instance.job(jid).placement is not None and dict(instance.job(jid).placement) != dict(where)]
+             if (placement := instance.job(jid).placement) is not None and dict(placement) != dict(where)]
     if len(moved) <= cap:
         return []
     return [Violation(7, f"{len(moved)} running jobs move ({', '.join(sorted(moved)[:5])}...), at most {cap} may")]

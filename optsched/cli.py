@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from optsched.errors import InputError
+from optsched.extras import MissingExtra
 
 #: verb -> (module, one-line help). Add a verb by adding its module and one line here.
 VERBS: dict[str, tuple[str, str]] = {
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(importlib.import_module(args._module).run(args) or 0)
     except InputError as e:
         print(f"optsched: bad input: {e}", file=sys.stderr)
+        return 2
+    except MissingExtra as e:
+        print(f"optsched: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("optsched: interrupted", file=sys.stderr)

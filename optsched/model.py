@@ -243,7 +243,7 @@ class Elastic:
         factors = _check_list("scaling", self.scaling)
         if len(factors) != len(sizes):
             raise InputError("scaling", list(factors), f"must have one factor per GPU count ({len(sizes)})")
-        clean = []
+        clean: list[float] = []
         for i, v in enumerate(factors):
             x = _check_float(f"scaling[{i}]", v, positive=True)
             if clean and x < clean[-1]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping
@@ -19,19 +20,23 @@ from optsched.schedule import Schedule
 
 __all__ = ["SolverBug", "choose_auto", "solve_round"]
 
+#: where ``solve_round`` reports what callers should know but that is not an error (``auto`` not
+#: running the learned policy it would choose, because the policy's weights do not load)
+log = logging.getLogger("optsched")
+
 #: ``method="auto"`` solves exactly when jobs x nodes is at most this (measured: see docs/benchmarking.md)
 AUTO_EXACT_CELLS = 16_384
 #: ... and warm-starts CP-SAT from the learned policy above this many cells (where CP-SAT no longer
 #: proves small rounds quickly and the policy's schedule beats its greedy hint: docs/results.md)
 AUTO_HINT_CELLS = 1_024
-#: the learned policy is used only with at least this time limit (torch's import and the
-#: inference need up to about a second on a loaded 2-core machine)
+#: the learned policy is used only with at least this time limit (measured when inference ran in
+#: torch: its import and the forward pass needed up to about a second on a loaded 2-core machine)
 AUTO_LEARNED_MIN_S = 2.0
 
 #: what ``auto`` runs with the learned policy (not registered methods: only ``auto`` picks them)
 AUTO_WARM = MethodInfo("cpsat+maifs", "exact", "CP-SAT warm-started with the learned policy's schedule",
                        "optsched.learned.auto:WarmCpSat", takes_hint=True)
-AUTO_LARGE = MethodInfo("maifs", "learned", "the learned policy, torch's import counted in the time limit",
+AUTO_LARGE = MethodInfo("maifs", "learned", "the learned policy, its loading counted in the time limit",
                         "optsched.learned.auto:TimedLearned", takes_hint=True)
 
 
@@ -39,49 +44,65 @@ class SolverBug(RuntimeError):
     """A method returned a schedule the independent checker refuses: a bug, never bad input."""
 
 
-def learned_available() -> bool:
-    """Whether the learned policy can run here: torch installed and the shipped weights present
-    (checked without importing torch)."""
-    import importlib.util
+def learned_problem() -> str | None:
+    """Why the shipped learned policy cannot run here (its weights, package data, do not load),
+    or ``None`` when it can. Loads the weights once per process (numpy; no torch)."""
+    from optsched.learned.solver import load_policy
 
-    from optsched.learned.weights import DEFAULT_WEIGHTS
+    try:
+        load_policy()
+    except InputError as e:
+        return str(e)
+    return None
 
-    return importlib.util.find_spec("torch") is not None and DEFAULT_WEIGHTS.is_file()
+
+def _choose(instance: Instance, time_limit: float) -> tuple[MethodInfo, str | None]:
+    """``auto``'s method, and a warning when it is not the learned one it would have chosen."""
+    from optsched.round_policies import policy_families
+
+    n_nodes, n_jobs = instance.size
+    cells = n_nodes * n_jobs
+    wanted = family_default("exact")
+    if cells > AUTO_HINT_CELLS and time_limit >= AUTO_LEARNED_MIN_S and not policy_families(instance):
+        wanted = AUTO_WARM if cells <= AUTO_EXACT_CELLS else AUTO_LARGE
+    elif cells > AUTO_EXACT_CELLS:
+        wanted = family_default("heuristic")
+    if wanted not in (AUTO_WARM, AUTO_LARGE):
+        return wanted, None
+    problem = learned_problem()
+    if problem is None:
+        return wanted, None
+    plain = family_default("exact" if wanted is AUTO_WARM else "heuristic")
+    return plain, f"auto ran {plain.name} instead of {wanted.name}: the learned policy is unavailable ({problem})"
 
 
 def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
     """``auto``: the exact model where it is small enough to help, otherwise a heuristic.
 
-    With the learned policy available (torch and the shipped weights), rounds without contract-v2
-    policy families and a time limit of at least ``AUTO_LEARNED_MIN_S``: CP-SAT warm-started from
-    the policy above ``AUTO_HINT_CELLS`` cells, and above ``AUTO_EXACT_CELLS`` the policy itself
-    (``maifs`` with its price-guided repair: on 1,024 x 4,000 rounds 1.6-2.0 % from the LP bound in
-    1.2-2.0 s, where cpsat ends 18-19 % away after 10 s; lns seeded with its schedule found
-    nothing better).
-    The choice depends only on the round and the time limit.
+    On rounds without contract-v2 policy families and with a time limit of at least
+    ``AUTO_LEARNED_MIN_S``, the learned policy joins in: CP-SAT warm-started from the policy
+    above ``AUTO_HINT_CELLS`` cells, and above ``AUTO_EXACT_CELLS`` the policy itself (``maifs``
+    with its price-guided repair: on 1,024 x 4,000 rounds 1.6-2.0 % from the LP bound in 1.2-2.0
+    s, where cpsat ends 18-19 % away after 10 s; lns seeded with its schedule found nothing better).
+    The choice depends only on the round and the time limit, except that when the policy's
+    weights do not load (:func:`learned_problem`) ``auto`` runs the plain method (``cpsat``
+    resp. ``lns``) and :func:`solve_round` says so: ``Result.stats["warnings"]`` and a warning
+    on the ``optsched`` logger. It never changes method silently.
     """
-    from optsched.round_policies import policy_families
-
-    n_nodes, n_jobs = instance.size
-    cells = n_nodes * n_jobs
-    families = policy_families(instance)
-    learned = time_limit >= AUTO_LEARNED_MIN_S and not families and learned_available()
-    if cells <= AUTO_EXACT_CELLS:
-        return AUTO_WARM if learned and cells > AUTO_HINT_CELLS else family_default("exact")
-    return AUTO_LARGE if learned else family_default("heuristic")
+    return _choose(instance, time_limit)[0]
 
 
-def _resolve(instance: Instance, method: str, solver: str | None, time_limit: float) -> MethodInfo:
+def _resolve(instance: Instance, method: str, solver: str | None, time_limit: float) -> tuple[MethodInfo, str | None]:
     if method != "auto" and method not in FAMILIES:
         raise InputError("method", method, f"unknown method; known: {['auto', *FAMILIES]}")
     if solver is not None:
         info = get_method(solver)
         if method not in ("auto", info.family):
             raise InputError("solver", solver, f"is a {info.family} solver, not a {method} one")
-        return info
+        return info, None
     if method == "auto":
-        return choose_auto(instance, time_limit)
-    return family_default(method)
+        return _choose(instance, time_limit)
+    return family_default(method), None
 
 
 #: checker rules that belong to the policy families of contract version 2 (quotas, max_moves, pinned jobs)
@@ -121,6 +142,10 @@ def solve_round(
     :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
     :class:`~optsched.errors.InputError`. On a round where no job can be placed every method
     reports the empty schedule, objective 0, bound 0, ``optimal``.
+
+    What the caller should know but is no error is listed in ``Result.stats["warnings"]`` and
+    logged as a warning on the ``optsched`` logger (e.g. ``auto`` not running the learned policy
+    because its weights do not load: see :func:`choose_auto`).
     """
     if not isinstance(instance, Instance):
         instance = Instance.from_dict(instance)
@@ -146,7 +171,9 @@ def solve_round(
             bad = check_schedule(instance, hint)
         if bad:
             raise InputError("hint", str(bad[0]), "is not a feasible schedule for this instance")
-    info = _resolve(instance, method, solver, float(time_limit))
+    info, warning = _resolve(instance, method, solver, float(time_limit))
+    if warning is not None:
+        log.warning("%s: %s", instance.name, warning)
     _check_policies(instance, info)
     check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
     check_value_span(instance)
@@ -168,4 +195,6 @@ def solve_round(
         # optimal, whatever the method knew; heuristics report no bound, lns one with LP slack
         result = replace(result, status=Status.OPTIMAL, bound=0.0,
                          stats={**result.stats, "proof": "no job can be placed on the round's nodes"})
+    if warning is not None:
+        result = replace(result, stats={**result.stats, "warnings": [*result.stats.get("warnings", []), warning]})
     return replace(result, time_s=elapsed)

@@ -1,13 +1,11 @@
 """The solve, check, gen and methods verbs, run as a user runs them: ``python -m optsched``.
 
-Solving tests use the ``fixed-demand`` heuristic (fast) and ``cpsat`` on a tiny round; each
-skips, saying so, while its solver module is not in the tree yet.
+Solving tests use the ``fixed-demand`` heuristic (fast) and ``cpsat`` on a tiny round.
 """
 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
@@ -28,10 +26,6 @@ def optsched(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
                           cwd=cwd or REPO, timeout=120)
 
 
-def needs(module: str):
-    return pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} is not written yet")
-
-
 def bad_input(proc: subprocess.CompletedProcess, field: str) -> None:
     """Exit 2, the field named on stderr, no traceback."""
     assert proc.returncode == 2, proc.stderr
@@ -42,7 +36,6 @@ def bad_input(proc: subprocess.CompletedProcess, field: str) -> None:
 # --- solve -----------------------------------------------------------------------------------------
 
 
-@needs("optsched.heuristics.fixed_demand")
 def test_solve_check_round_trip(tmp_path):
     """solve writes the contract's schedule JSON with its reports, and check agrees with it."""
     out = tmp_path / "sched.json"
@@ -62,15 +55,12 @@ def test_solve_check_round_trip(tmp_path):
     assert report.feasible and report.objective == pytest.approx(doc["objective"])
 
 
-@needs("optsched.heuristics.fixed_demand")
 def test_solve_to_stdout():
     p = optsched("solve", TINY, "--method", "heuristic", "--solver", "fixed-demand", "--seed", "3")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["instance"] == "t-2n-4j-01"
 
 
-@needs("optsched.exact.cpsat")
-@needs("optsched.heuristics.fixed_demand")
 def test_solve_exact_with_hint(tmp_path):
     """cpsat proves the tiny round optimal, warm-started from the fixed-demand schedule, and is
     no worse than it."""

@@ -6,11 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("mkdocs")
-pytest.importorskip("mkdocstrings")
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -7,10 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-pytest.importorskip("gymnasium")
-
-from gymnasium.utils.env_checker import check_env  # noqa: E402
+from gymnasium.utils.env_checker import check_env
 
 from optsched.checker import check_schedule  # noqa: E402
 from optsched.envs import EnvSizes, RoundBuilder, RoundEnv, SimEnv  # noqa: E402
@@ -70,7 +67,6 @@ def test_sim_env_passes_gymnasium_env_checker():
 
 
 def test_round_aec_env_passes_pettingzoo_api_test():
-    pytest.importorskip("pettingzoo")
     from pettingzoo.test import api_test
 
     from optsched.envs import RoundAECEnv
@@ -103,7 +99,6 @@ def test_library_rounds_running_and_fair_included(path):
 
 
 def test_multi_agent_rollouts_are_feasible_and_rewards_sum_to_the_objective():
-    pytest.importorskip("pettingzoo")
     from optsched.envs import RoundAECEnv
 
     env = RoundAECEnv()

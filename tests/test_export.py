@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import highspy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from test_mip import brute_force, hand_instance, tiny_instances
@@ -22,8 +23,6 @@ from optsched.mip.backends import export_text
 from optsched.mip.bound import lp_bound
 from optsched.mip.description import build
 from optsched.mip.linear import LinearModel
-
-highspy = pytest.importorskip("highspy")
 
 
 def _highs(path: Path) -> tuple[str, float]:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from optsched import gen
 from optsched.checker import check_schedule
 from optsched.heuristics.fixed_demand import FixedDemand, fixed_demand_schedule
 from optsched.heuristics.fungible_greedy import FungibleGreedy, fungible_greedy_schedule
@@ -80,7 +81,6 @@ def test_empty_cluster_and_job_larger_than_cluster():
 
 
 def test_plain_functions_and_determinism():
-    gen = pytest.importorskip("optsched.gen")
     inst = gen.generate(8, 30, seed=3)
     assert fixed_demand_schedule(inst) == fixed_demand_schedule(inst)
     assert fungible_greedy_schedule(inst) == fungible_greedy_schedule(inst)
@@ -90,7 +90,6 @@ def test_plain_functions_and_determinism():
 
 def test_fungible_greedy_solver_is_at_least_fixed_demand_by_construction():
     """FungibleGreedy.solve returns the better of its schedule and fixed-demand's (documented)."""
-    gen = pytest.importorskip("optsched.gen")
     for seed in range(3):
         inst = gen.generate(8, 30, seed=seed)
         assert _run(FungibleGreedy, inst).objective >= _run(FixedDemand, inst).objective - 1e-9
@@ -99,11 +98,7 @@ def test_fungible_greedy_solver_is_at_least_fixed_demand_by_construction():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10_000), st.integers(1, 6), st.integers(1, 20), st.booleans(), st.floats(0, 0.8))
 def test_random_instances_are_feasible(seed, n, j, fair, running):
-    gen = pytest.importorskip("optsched.gen")
-    try:
-        inst = gen.generate(n, j, seed=seed, fair=fair, running_fraction=running)
-    except TypeError:
-        inst = gen.generate(n, j, seed=seed)
+    inst = gen.generate(n, j, seed=seed, fair=fair, running_fraction=running)
     for cls in SOLVERS:
         _run(cls, inst)
 

@@ -11,8 +11,11 @@ import pytest
 import torch
 from test_learned_policy import random_round
 
+import optsched.learned
 from optsched import InputError, Instance, Schedule, Status, check_schedule, save_instance, solve_round
-from optsched.learned.policy import PolicyNet
+from optsched.learned.features import featurise
+from optsched.learned.inference import NumpyPolicy
+from optsched.learned.policy import PolicyNet, export_weights
 from optsched.learned.solver import DEFAULT_WEIGHTS, LearnedSolver, load_policy
 from optsched.values import schedule_value
 
@@ -22,19 +25,29 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def tiny_weights(tmp_path_factory) -> Path:
     torch.manual_seed(0)
-    p = tmp_path_factory.mktemp("w") / "tiny.pt"
-    torch.save(PolicyNet(d_model=16, heads=2, layers=1, d_point=8).checkpoint(note="test"), p)
-    return p
+    return export_weights(PolicyNet(d_model=16, heads=2, layers=1, d_point=8), tmp_path_factory.mktemp("w") / "tiny.npz", note="test")
 
 
 def test_shipped_weights_load_and_have_a_model_card() -> None:
-    """learned/maifs-small.pt loads as a policy, and its model card sits beside it."""
-    assert DEFAULT_WEIGHTS.is_file()
+    """The shipped weights are package data, load for numpy inference, and their model card sits beside them."""
+    assert DEFAULT_WEIGHTS.is_file() and DEFAULT_WEIGHTS.suffix == ".npz"
+    assert DEFAULT_WEIGHTS.parent.parent == Path(optsched.learned.__file__).parent
     net = load_policy()
-    assert isinstance(net, PolicyNet) and not net.training
+    assert isinstance(net, NumpyPolicy)
     assert load_policy() is net  # cached
     assert DEFAULT_WEIGHTS.with_suffix(".md").is_file()
-    assert sum(p.numel() for p in net.parameters()) * 4 < 5_000_000  # a few MB at most
+    assert net.n_parameters * 4 < 5_000_000  # a few MB at most
+
+
+def test_torch_checkpoints_load_too(tmp_path: Path) -> None:
+    """A training checkpoint (.pt) is converted for numpy inference: same scores as its module."""
+    torch.manual_seed(1)
+    net = PolicyNet(d_model=16, heads=2, layers=1, d_point=8).eval()
+    torch.save(net.checkpoint(note="test"), tmp_path / "c.pt")
+    inst = random_round(3, 3, 7)
+    a = load_policy(tmp_path / "c.pt").scores(featurise(inst))
+    b = net.to_numpy().scores(featurise(inst))
+    assert (a.node == b.node).all() and (a.admit == b.admit).all()
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -76,6 +89,12 @@ def test_bad_options_and_weights_are_refused(tiny_weights: Path, tmp_path: Path)
     torch.save({"format": "other"}, bad)
     with pytest.raises(InputError, match="not a usable"):
         LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(bad))
+    for name, data in (("junk.npz", b"not a zip"), ("junk.bin", b"\x93NUMPY"), ("junk.pt", b"not a pickle")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(InputError, match="weights.*not a usable"):
+            LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(tmp_path / name))
+    with pytest.raises(InputError, match="threads"):
+        LearnedSolver().solve(inst, time_limit=1.0, seed=0, weights=str(tiny_weights), threads=0)
 
 
 def test_warm_start_and_diving(tiny_weights: Path) -> None:
@@ -143,7 +162,7 @@ def _with_deadline(inst: Instance) -> Instance:
 def test_auto_choice_uses_the_policy_where_measured_to_help(monkeypatch) -> None:
     """Exact rounds above AUTO_HINT_CELLS get the policy's warm start, rounds above
     AUTO_EXACT_CELLS the policy itself; small rounds, short time limits, contract-v2 policy rounds
-    and a missing torch keep the plain methods. The choice is a function of the round and limit."""
+    and weights that do not load keep the plain methods. The choice is a function of the round and limit."""
     from optsched import solve as solve_mod
     from optsched.gen import generate
     from optsched.solve import AUTO_EXACT_CELLS, AUTO_HINT_CELLS, choose_auto
@@ -157,7 +176,7 @@ def test_auto_choice_uses_the_policy_where_measured_to_help(monkeypatch) -> None
     assert choose_auto(medium, 1.0).name == "cpsat" and choose_auto(big, 1.0).name == "lns"
     assert choose_auto(_with_deadline(medium), 10.0).name == "cpsat"
     assert choose_auto(_with_deadline(big), 10.0).name == "lns"
-    monkeypatch.setattr(solve_mod, "learned_available", lambda: False)
+    monkeypatch.setattr(solve_mod, "learned_problem", lambda: "weights: no such file")
     assert choose_auto(medium, 10.0).name == "cpsat" and choose_auto(big, 10.0).name == "lns"
 
 
@@ -182,8 +201,8 @@ def test_auto_runs_the_warm_start_and_the_policy_within_the_limit(monkeypatch) -
 
 
 def test_optsched_import_does_not_load_torch() -> None:
-    """torch stays optional: importing optsched and choosing auto load neither torch nor the policy,
-    and lns's price-guided start (optsched.learned.repair.price_schedule) runs without it."""
+    """torch stays optional: importing optsched and choosing auto (which loads the policy's weights
+    with numpy) load no torch, and lns's price-guided start (optsched.learned.repair.price_schedule) runs without it."""
     code = ("import sys, optsched; from optsched.gen import generate; from optsched.solve import choose_auto; "
             "from optsched.heuristics.lns import LargeNeighbourhoodSearch; inst = generate(16, 80, seed=1); "
             "choose_auto(inst, 10.0); r = LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound=False); "
@@ -225,3 +244,30 @@ def test_warm_start_starts_the_bound_worker_before_the_policy(monkeypatch) -> No
     res = auto_mod.WarmCpSat().solve(inst, time_limit=4.0, seed=0, num_workers=1)
     assert events[:3] == ["worker", "policy", "cpsat with its worker"]
     assert "bound_worker_done" in res.stats and res.bound is not None and res.bound >= res.objective - 1e-6
+
+
+def test_auto_says_when_the_policy_cannot_load(monkeypatch, caplog, tmp_path: Path) -> None:
+    """Weights that do not load: auto runs the plain method, and says so in Result.stats["warnings"]
+    and on the `optsched` logger (never a silent change of method); method="learned" refuses."""
+    import logging
+
+    from optsched.gen import generate
+    from optsched.learned import solver as solver_mod
+
+    monkeypatch.setattr(solver_mod, "DEFAULT_WEIGHTS", tmp_path / "gone.npz")
+    inst = generate(16, 70, seed=1)  # 1,120 cells: auto would warm-start cpsat from the policy
+    with caplog.at_level(logging.WARNING, logger="optsched"):
+        res = solve_round(inst, "auto", time_limit=2.0, seed=0, num_workers=1)
+    assert res.solver == "cpsat"
+    (warning,) = res.stats["warnings"]
+    assert "instead of cpsat+maifs" in warning and "gone.npz" in warning
+    assert [r.name for r in caplog.records if r.levelno == logging.WARNING] == ["optsched"]
+    assert warning in caplog.records[0].getMessage()
+    assert "warnings" in res.to_dict()["stats"]
+    with pytest.raises(InputError, match="gone.npz"):
+        solve_round(inst, "learned", time_limit=2.0)
+    caplog.clear()
+    small = generate(4, 12, seed=1)  # auto would not use the policy here: nothing to say
+    with caplog.at_level(logging.WARNING, logger="optsched"):
+        assert "warnings" not in solve_round(small, "auto", time_limit=2.0, num_workers=1).stats
+    assert not caplog.records

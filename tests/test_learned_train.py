@@ -12,6 +12,7 @@ from test_learned_policy import random_round
 
 from optsched import Assignment, Instance, Job, Node, Profile, Schedule, check_schedule
 from optsched.learned import labels as labels_mod
+from optsched.learned.inference import load_npz
 from optsched.learned.labels import Label, canonicalise, label_rounds, residual_round
 from optsched.learned.policy import PolicyNet
 from optsched.learned.train import TrainConfig, bc_loss, make_examples, run_training, train_epoch
@@ -118,14 +119,19 @@ def test_training_pipeline_end_to_end(tmp_path) -> None:
     )
     summary = run_training(cfg)
     out = tmp_path / "run"
-    for name in ("log.jsonl", "ckpt-last.pt", "best.pt", "curves.png", "summary.json"):
+    for name in ("log.jsonl", "ckpt-last.pt", "best.pt", "ckpt-last.npz", "best.npz", "curves.png", "summary.json"):
         assert (out / name).exists(), name
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [r["phase"] for r in log] == ["bc", "bc", "dagger1"]
     assert log[-1]["examples"] > log[0]["examples"]  # DAgger added relabelled states
     assert summary["val_rounds"] == 2 and np.isfinite(summary["val_gap_mean"])
     ckpt = torch.load(out / "best.pt", weights_only=True)
-    PolicyNet.from_checkpoint(ckpt)
+    net = PolicyNet.from_checkpoint(ckpt)
+    # the exporter keeps the numpy weights in step with the checkpoint, metadata included
+    exported = load_npz(out / "best.npz")
+    assert exported.config == net.config and exported.meta["epoch"] == ckpt["meta"]["epoch"]
+    for k, v in net.state_dict().items():
+        assert np.array_equal(exported.params[k], v.numpy()), k
 
 
 def test_train_config_refuses_bad_values() -> None:

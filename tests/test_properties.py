@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -21,12 +20,7 @@ METHODS = list(optsched.methods())
 
 
 def _solver(info):
-    module, _, cls = info.target.partition(":")
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:  # only a missing method module is a skip
-        pytest.skip(f"method {info.name}: module {module} not importable yet ({exc})")
-    return getattr(mod, cls)()
+    return info.load()()
 
 
 def _opts(info) -> dict:

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,8 +26,6 @@ def _trace(path: Path) -> Path:
 
 
 def test_simulate_max_moves_bounds_the_moves_and_is_recorded(tmp_path, capsys):
-    pytest.importorskip("optsched.heuristics.fungible_greedy")
-    pytest.importorskip("optsched.catalogue")
     from optsched.cli import main
 
     trace = _trace(tmp_path / "t.csv")

@@ -1,25 +1,14 @@
-"""The simulator driving the registered solvers through ``solve_round`` (skipped until they exist)."""
+"""The simulator driving the registered solvers through ``solve_round``."""
 
 from __future__ import annotations
-
-import importlib
 
 import numpy as np
 import pytest
 from test_sim_support import StandInCatalogue
 
-from optsched.registry import get_method
 from optsched.sim import cluster, policies
 from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
 from optsched.sim.workload import Trace, build_workload
-
-
-def _needs(solver: str) -> None:
-    module = get_method(solver).target.partition(":")[0]
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        pytest.skip(f"{solver} ({module}) is not available yet")
 
 
 def _workload(seed: int = 0, n: int = 14):
@@ -32,7 +21,6 @@ def _workload(seed: int = 0, n: int = 14):
 
 @pytest.mark.parametrize("solver", ["fixed-demand", "fungible-greedy", "lns", "cpsat"])
 def test_every_allocator_runs_every_round_feasibly(solver):
-    _needs(solver)
     wl, nodes = _workload()
     opts = {"num_workers": 1} if solver in ("cpsat", "lns") else {}
     # lns searches until its time limit: keep it short here
@@ -46,7 +34,6 @@ def test_every_allocator_runs_every_round_feasibly(solver):
 @pytest.mark.parametrize("solver", ["fixed-demand", "fungible-greedy"])
 def test_unvalidated_allocator_gives_the_validated_run(solver):
     """``validate=False`` skips solve_round's check, nothing else: the same run, job for job."""
-    _needs(solver)
     wl, nodes = _workload(2, n=20)
     runs = [simulate(wl, nodes, policies.LAS(), SolveRoundAllocator(solver, time_limit=2.0, validate=v),
                      SimConfig(round_s=100, check=not v, progress=False)) for v in (True, False)]
@@ -65,7 +52,6 @@ def test_unvalidated_needs_a_named_solver():
 def test_fixed_demand_replays_trace_durations():
     """With fixed demands on speed-1.0 GPUs, a job that never moves runs exactly its duration
     (spread jobs pay their spread factor, moved or resumed ones their restarts)."""
-    _needs("fixed-demand")
     wl, nodes = _workload(3)
     res = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator("fixed-demand", time_limit=2.0),
                    SimConfig(round_s=100, check=True, progress=False))
@@ -77,8 +63,6 @@ def test_fixed_demand_replays_trace_durations():
 
 def test_integrated_allocator_is_not_worse_per_round_than_fixed_demand():
     """Each round, CP-SAT's objective is at least fixed-demand's on the same instance."""
-    _needs("cpsat")
-    _needs("fixed-demand")
     from optsched.solve import solve_round
 
     wl, nodes = _workload(5)

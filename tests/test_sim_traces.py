@@ -44,7 +44,6 @@ def test_pai_inventory():
 
 
 def test_a_short_alibaba_window_runs_with_the_catalogue():
-    pytest.importorskip("optsched.catalogue")
     tr = window(load_trace(SHARED / "normalized" / "alibaba_v2023_default.csv"), 30 * 86400, 2 * 86400)
     nodes = cluster.homogeneous(4)
     wl = build_workload(tr, nodes, seed=0)

@@ -58,9 +58,11 @@ def get_backend(name: str, *, workers: int | None = None, address: str | None = 
     if name == "serial":
         return Serial()
     if name == "ray":
+        from optsched.extras import MissingExtra
+
         try:
             from optsched.bench.ray_backend import RayBackend
-        except ImportError as e:
-            raise InputError("backend", name, f"needs the optional extra: pip install 'optsched[ray]' ({e})") from None
+        except MissingExtra as e:
+            raise InputError("backend", name, str(e)) from None
         return RayBackend(address=address, workers=workers)
     raise InputError("backend", name, "unknown backend; known: ['local', 'serial', 'ray']")

@@ -7,18 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from optsched.bench.runner import as_float, time_to_gap
+from optsched.extras import pyplot
 
 __all__ = ["plot_bounds_over_time", "plot_performance_profile"]
 
 
 def _axes(ax: Any) -> Any:
     if ax is None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = pyplot().subplots(figsize=(6, 4))
     return ax
 
 

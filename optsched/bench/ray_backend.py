@@ -1,6 +1,6 @@
 """Ray backend: the same ``imap_unordered`` as :class:`~optsched.bench.backends.LocalPool`, on a Ray cluster.
 
-Needs the optional extra (``pip install 'optsched[ray]'``). With no ``address`` it joins a Ray
+Needs the optional extra ``ray`` (from a clone: ``pip install '.[ray]'``). With no ``address`` it joins a Ray
 instance already started in this process, else starts a local one (``workers`` CPUs, or all of
 them); with ``address`` (``"auto"``, ``"ray://head:10001"``, ``"10.0.0.5:6379"``) it joins that
 cluster, whose workers must be able to import ``optsched`` (install it there, or pass a
@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import ray
-
 from optsched.errors import InputError
+from optsched.extras import require_extra
+
+ray = require_extra("ray", "ray", "the ray backend (--backend ray)")
 
 __all__ = ["RayBackend"]
 

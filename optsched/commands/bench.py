@@ -85,12 +85,10 @@ def _float(x: str | None) -> float | None:
 
 
 def _plots(out: Path, rows: list[dict], trajectories: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from optsched.bench.plots import plot_bounds_over_time, plot_performance_profile
+    from optsched.extras import pyplot
+
+    plt = pyplot("optsched bench's plots")
 
     out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))

@@ -38,8 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
+    from optsched.extras import require_extra
 
+    uvicorn = require_extra("uvicorn", "service", "optsched serve")
     from optsched.service import create_app
 
     cfg = service_config(args)

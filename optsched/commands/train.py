@@ -1,9 +1,10 @@
 """``optsched train``: distil exact CP-SAT solutions into the MAIFS-style policy (BC, then DAgger).
 
-Writes into ``--out``: ``log.jsonl`` (one line per epoch), ``ckpt-last.pt``, ``best.pt``,
-``curves.png`` (loss and validation gap) and ``summary.json``. Labels are cached in ``--cache``
-so an interrupted run resumes without re-solving. ``--ship PATH`` copies the best checkpoint
-(e.g. to ``learned/maifs-small.pt``).
+Writes into ``--out``: ``log.jsonl`` (one line per epoch), ``ckpt-last.pt``, ``best.pt`` (torch
+checkpoints) with their numpy-inference exports ``ckpt-last.npz``, ``best.npz``, ``curves.png``
+(loss and validation gap) and ``summary.json``. Labels are cached in ``--cache`` so an interrupted
+run resumes without re-solving. ``--ship PATH`` copies the best weights file (``.npz``; e.g. to
+``optsched/learned/weights/maifs-small.npz``, the shipped policy). Needs the ``train`` extra.
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    p.add_argument("--ship", help="copy the best checkpoint here at the end (e.g. learned/maifs-small.pt)")
+    p.add_argument("--ship", help="copy the best weights (.npz) here at the end (e.g. optsched/learned/weights/maifs-small.npz)")
     p.add_argument("--no-progress", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ship and not args.ship.endswith(".npz"):
+        raise InputError("--ship", args.ship, "must name a .npz weights file (what numpy inference loads)")
     from optsched.learned.train import TrainConfig, run_training
 
     cfg = TrainConfig(
@@ -66,6 +69,6 @@ def run(args: argparse.Namespace) -> int:
     summary = run_training(cfg)
     print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=1))
     if args.ship:
-        shutil.copyfile(f"{args.out}/best.pt", args.ship)
-        print(f"best checkpoint copied to {args.ship}")
+        shutil.copyfile(f"{args.out}/best.npz", args.ship)
+        print(f"best weights copied to {args.ship}")
     return 0

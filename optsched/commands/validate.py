@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", default="cpsat", help="exact solver for the reference (default cpsat)")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     p.add_argument("--loglik", action="store_true", help="also score the decision under the learned policy (Evaluate mode)")
-    p.add_argument("--weights", help="policy weights for --loglik (default: the shipped learned/maifs-small.pt)")
+    p.add_argument("--weights", help="policy weights for --loglik (default: the shipped maifs-small.npz; --loglik needs the train extra)")
     p.add_argument("--json", action="store_true", help="print the full reports as JSON instead of text")
     p.add_argument("-o", "--out", help="also write the JSON reports to this file")
 
@@ -108,14 +108,12 @@ def validate_decision(
 
 
 def _loglik(instance: Any, schedule: Any, weights: str | None) -> dict[str, float]:
-    import torch
-
     from optsched.learned.decode import log_likelihood, target_arrays
     from optsched.learned.features import featurise
-    from optsched.learned.policy import collate
+    from optsched.learned.policy import PolicyNet, collate, torch  # the `train` extra
     from optsched.learned.solver import load_policy
 
-    net = load_policy(weights)
+    net = PolicyNet.from_weights(load_policy(weights)).eval()
     f = featurise(instance)
     with torch.inference_mode():
         out = net(collate([f]))

@@ -8,9 +8,13 @@ All share one observation layout and one masked discrete action space (``docs/en
 episode's decision exports as contract schedule JSON for ``optsched validate``.
 """
 
-from optsched.envs.builder import EnvSizes, RoundBuilder
-from optsched.envs.export import save_episode, schedule_json
-from optsched.envs.round_env import RoundEnv, random_round
+from optsched.extras import require_extra
+
+require_extra("gymnasium", "rl", "the RL environments (optsched.envs)")
+
+from optsched.envs.builder import EnvSizes, RoundBuilder  # noqa: E402
+from optsched.envs.export import save_episode, schedule_json  # noqa: E402
+from optsched.envs.round_env import RoundEnv, random_round  # noqa: E402
 
 __all__ = ["EnvSizes", "RoundAECEnv", "RoundBuilder", "RoundEnv", "SimEnv", "random_round", "save_episode", "schedule_json"]
 

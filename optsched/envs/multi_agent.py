@@ -16,13 +16,16 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import AECEnv
 
-from optsched.envs.builder import EnvSizes, RoundBuilder, allowed
-from optsched.envs.export import DecisionAccess
-from optsched.envs.round_env import InstanceSource, RoundEnv
-from optsched.envs.spaces import action_space, observation_space
-from optsched.errors import InputError
+from optsched.extras import require_extra
+
+AECEnv = require_extra("pettingzoo", "rl", "the PettingZoo environment (RoundAECEnv)").AECEnv
+
+from optsched.envs.builder import EnvSizes, RoundBuilder, allowed  # noqa: E402
+from optsched.envs.export import DecisionAccess  # noqa: E402
+from optsched.envs.round_env import InstanceSource, RoundEnv  # noqa: E402
+from optsched.envs.spaces import action_space, observation_space  # noqa: E402
+from optsched.errors import InputError  # noqa: E402
 
 __all__ = ["RoundAECEnv"]
 

@@ -10,8 +10,8 @@ of :mod:`optsched.learned.repair`), above the exact threshold. Seeding ``lns`` w
 schedule for the rest of the time limit was measured and found nothing better (0 improvements
 in 15 neighbourhoods at 256 x 1,000; none at 1,024 x 4,000 in 10 s, docs/results.md).
 
-This module does not import torch at import time: the import (about a second) happens inside
-``solve``, so it counts against the time limit like the rest of the work.
+The policy runs in numpy (no torch); its modules load inside ``solve``, so loading counts against
+the time limit like the rest of the work.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class WarmCpSat:
 
 
 class TimedLearned:
-    """``maifs`` as ``auto`` runs it: torch is imported inside ``solve``, so its import counts
-    against the time limit (the registered ``maifs`` class is loaded before the clock starts)."""
+    """``maifs`` as ``auto`` runs it: the policy's modules are imported inside ``solve``, so their
+    import counts against the time limit (the registered ``maifs`` class is loaded before the clock starts)."""
 
     name = "maifs"
 

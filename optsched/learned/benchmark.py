@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from optsched.checker import check_schedule
 from optsched.io import load_instance
@@ -332,14 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="CP-SAT workers in the warm-start runs")
     p.add_argument("--skip", default="", help="sections to skip (comma-separated: small,large,warm)")
     p.add_argument("--cache", default="runs/label-cache-bench")
-    p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--out", default="runs/learned-benchmark.json")
     a = p.parse_args(argv)
-    torch.set_num_threads(a.threads)
     skip = set(filter(None, a.skip.split(",")))
     sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
-    result: dict[str, Any] = {"weights": a.weights, "threads": a.threads, "cpu_count": os.cpu_count(), "argv": argv, "loadavg_start": _load()}
+    result: dict[str, Any] = {"weights": a.weights, "cpu_count": os.cpu_count(), "argv": argv, "loadavg_start": _load()}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 

@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
+from optsched.extras import require_extra
 
-from optsched.learned.features import JOB_FEATURES, NEG, NODE_FEATURES, POINT_FEATURES, RoundFeatures
+torch = require_extra("torch", "train", "training the learned policy (inference needs no torch)")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
 
-__all__ = ["NEG", "Batch", "PolicyNet", "PolicyOutput", "collate"]
+from optsched.learned.features import JOB_FEATURES, NEG, NODE_FEATURES, POINT_FEATURES, RoundFeatures  # noqa: E402
+from optsched.learned.inference import NumpyPolicy, collate_arrays, load_npz, save_npz  # noqa: E402
+
+__all__ = ["NEG", "Batch", "PolicyNet", "PolicyOutput", "collate", "export_weights"]
 
 
 @dataclass
@@ -64,43 +67,10 @@ class Batch:
 
 
 def collate(feats: list[RoundFeatures], device: torch.device | str = "cpu") -> Batch:
-    """Pad rounds to the largest job, class, node and grid-point counts of the list."""
-    B = len(feats)
-    J = max(max(f.n_jobs for f in feats), 1)
-    N = max(max(f.n_nodes for f in feats), 1)
-    K = max(max(f.n_classes for f in feats), 1)
-    P = max(max(f.point.shape[1] for f in feats), 1)
-    job = np.zeros((B, J, JOB_FEATURES), np.float32)
-    job_mask = np.zeros((B, J), bool)
-    point = np.zeros((B, J, P, POINT_FEATURES), np.float32)
-    point_mask = np.zeros((B, J, P), bool)
-    point_ok = np.zeros((B, J, P), bool)
-    cls = np.zeros((B, K, NODE_FEATURES), np.float32)
-    cls_mask = np.zeros((B, K), bool)
-    cls_logcount = np.zeros((B, K), np.float32)
-    cls_speed = np.zeros((B, J, K), np.float32)
-    node_class = np.zeros((B, N), np.int64)
-    node_mask = np.zeros((B, N), bool)
-    placed = np.zeros((B, J, N), np.float32)
-    for b, f in enumerate(feats):
-        nj, nn_, nk, npt = f.n_jobs, f.n_nodes, f.n_classes, f.point.shape[1]
-        job[b, :nj] = f.job
-        job_mask[b, :nj] = True
-        point[b, :nj, :npt] = f.point
-        point_mask[b, :nj, :npt] = f.point_mask
-        point_ok[b, :nj, :npt] = f.point_ok & f.point_mask
-        cls[b, :nk] = f.cls
-        cls_mask[b, :nk] = True
-        cls_logcount[b, :nk] = np.log(f.cls_count)
-        cls_speed[b, :nj, :nk] = f.cls_speed
-        node_class[b, :nn_] = f.node_class
-        node_mask[b, :nn_] = True
-        placed[b, :nj, :nn_] = f.placed
-    t = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-    return Batch(
-        t(job), t(job_mask), t(point), t(point_mask), t(point_ok), t(cls), t(cls_mask), t(cls_logcount),
-        t(cls_speed), t(node_class), t(node_mask), t(placed),
-    )
+    """Pad rounds to the largest job, class, node and grid-point counts of the list
+    (:func:`optsched.learned.inference.collate_arrays`, as tensors on ``device``)."""
+    a = collate_arrays(feats)
+    return Batch(**{f.name: torch.from_numpy(a[f.name]).to(device) for f in fields(Batch)})
 
 
 @dataclass
@@ -232,3 +202,26 @@ class PolicyNet(nn.Module):
         net = cls(**ckpt["config"])
         net.load_state_dict(ckpt["state_dict"])
         return net
+
+    @classmethod
+    def from_weights(cls, weights: NumpyPolicy | str | Path) -> PolicyNet:
+        """The module of an exported weights file (or a loaded :class:`NumpyPolicy`), e.g. to
+        fine-tune the shipped policy or score schedules with :func:`~optsched.learned.decode.log_likelihood`."""
+        policy = weights if isinstance(weights, NumpyPolicy) else load_npz(weights)
+        net = cls(**policy.config)
+        net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in policy.params.items()})
+        return net
+
+    def to_numpy(self, **meta: Any) -> NumpyPolicy:
+        """The same network for numpy inference (:mod:`optsched.learned.inference`)."""
+        params = {k: v.detach().cpu().numpy().astype("float32") for k, v in self.state_dict().items()}
+        return NumpyPolicy(dict(self.config), params, meta)
+
+
+def export_weights(net: PolicyNet, path: str | Path, **meta: Any) -> Path:
+    """The exporter: write ``net`` as a weights file (``.npz``) that numpy inference loads.
+
+    Training calls it whenever it saves a checkpoint, so the shipped form always matches the
+    torch module. Returns the path."""
+    policy = net.to_numpy(**meta)
+    return save_npz(path, policy.config, policy.params, policy.meta)

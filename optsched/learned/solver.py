@@ -3,34 +3,32 @@
 It featurises the round, runs the network once, decodes greedily with capacity masks (see
 :mod:`optsched.learned.decode`), on rounds larger than the training rounds repairs the decode
 with prices (:mod:`optsched.learned.repair`), optionally samples more schedules within the time
-limit, keeps the best, and returns a feasible schedule (status FEASIBLE, no bound). Weights load once per
-process and path (cached); the default is the shipped ``learned/maifs-small.pt``.
+limit, keeps the best, and returns a feasible schedule (status FEASIBLE, no bound). The network runs
+in numpy (:mod:`optsched.learned.inference`): solving needs no torch. Weights load once per process
+and path (cached); the default is the shipped :data:`~optsched.learned.inference.DEFAULT_WEIGHTS`.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from optsched.errors import InputError
-from optsched.learned.decode import _schedule, decode, decode_state, scores_of
+from optsched.learned.decode import _schedule, decode, decode_state
 from optsched.learned.features import featurise
-from optsched.learned.policy import PolicyNet, collate
+from optsched.learned.inference import DEFAULT_WEIGHTS, INFERENCE_THREADS, NumpyPolicy, load_npz
 from optsched.learned.repair import improve, state_value
-from optsched.learned.weights import DEFAULT_WEIGHTS
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
 
-__all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "inference_threads", "load_policy", "policy_schedule"]
+__all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "load_policy", "policy_schedule"]
 
 #: sampled decodes by default on rounds of at most SAMPLE_CELLS nodes x jobs (best of greedy and
 #: these; on unseen 4-8 node rounds best-of-16 cut the median gap from ~4.7 % to ~0.4 %)
@@ -42,39 +40,26 @@ SAMPLE_CELLS = 4096
 #: rounds; on the small benchmark rounds it would cost ~20 ms a round
 REPAIR_CELLS = 512
 
-#: torch threads for one forward pass (measured on the shared 2-core machine at load ~10: torch's
-#: default of 2 threads took 1.9 s for an 8 x 24 round's forward pass, one thread 0.04 s;
-#: OpenMP threads busy-wait, and one round's tensors are too small to gain from more)
-INFERENCE_THREADS = 1
-
-
-@contextmanager
-def inference_threads(n: int = INFERENCE_THREADS) -> Iterator[None]:
-    """Run torch with ``n`` intra-op threads inside the block (the previous setting is restored)."""
-    old = torch.get_num_threads()
-    if n != old:
-        torch.set_num_threads(n)
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        if n != old:
-            torch.set_num_threads(old)
-
 
 @lru_cache(maxsize=8)
-def _load(path: str, mtime: float) -> PolicyNet:
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+def _load(path: str, mtime: float) -> NumpyPolicy:
+    if not path.endswith(".pt"):
+        return load_npz(path)
+    # a torch checkpoint of `optsched train` (ckpt-last.pt, best.pt): converted once, needs torch
+    from optsched.learned.policy import PolicyNet, torch
+
     try:
-        net = PolicyNet.from_checkpoint(ckpt)
-    except (ValueError, KeyError, RuntimeError) as e:
+        return PolicyNet.from_checkpoint(torch.load(path, map_location="cpu", weights_only=True)).to_numpy()
+    except (ValueError, KeyError, RuntimeError, OSError, pickle.UnpicklingError) as e:
         raise InputError("weights", path, f"is not a usable optsched MAIFS checkpoint: {e}") from None
-    net.eval()
-    return net
 
 
-def load_policy(weights: str | Path | None = None) -> PolicyNet:
-    """The policy stored at ``weights`` (default: the shipped small model), loaded once per process."""
+def load_policy(weights: str | Path | None = None) -> NumpyPolicy:
+    """The policy stored at ``weights`` (default: the shipped small model), loaded once per process
+    and file version.
+
+    A weights file (``.npz``, written by :func:`optsched.learned.policy.export_weights`) loads
+    with numpy alone; a torch checkpoint (``.pt``) needs the ``train`` extra."""
     p = Path(weights) if weights is not None else DEFAULT_WEIGHTS
     if not p.is_file():
         raise InputError("weights", str(p), "no such file (train weights with `optsched train`)")
@@ -82,14 +67,12 @@ def load_policy(weights: str | Path | None = None) -> PolicyNet:
 
 
 def policy_schedule(
-    net: PolicyNet, instance: Instance, *, seed: int | None = None, temperature: float = 1.0
+    net: NumpyPolicy, instance: Instance, *, seed: int | None = None, temperature: float = 1.0
 ) -> Schedule:
     """The policy's greedy (``seed=None``) or sampled schedule for one round."""
     feats = featurise(instance)
-    with inference_threads():
-        out = net(collate([feats]))
     rng = None if seed is None else np.random.default_rng(seed)
-    return decode(instance, feats, scores_of(out, 0, feats), rng=rng, temperature=temperature)
+    return decode(instance, feats, net.scores(feats), rng=rng, temperature=temperature)
 
 
 def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tuple[dict[int, int], int]]:
@@ -117,8 +100,8 @@ def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tup
 class LearnedSolver:
     """The learned policy as a solver. Options: ``weights`` (path), ``samples`` (extra sampled
     decodes within the time limit; default DEFAULT_SAMPLES on rounds of at most SAMPLE_CELLS
-    nodes x jobs, else 0), ``temperature`` (default 1.0), ``threads`` (torch threads for the
-    forward pass, default :data:`INFERENCE_THREADS`), ``repair`` (the price-guided repair of
+    nodes x jobs, else 0), ``temperature`` (default 1.0), ``threads`` (BLAS threads for the
+    forward pass, default :data:`~optsched.learned.inference.INFERENCE_THREADS`), ``repair`` (the price-guided repair of
     :mod:`optsched.learned.repair` after the greedy decode, kept only when it is worth more;
     default on rounds of more than REPAIR_CELLS nodes x jobs without contract-v2 policies).
     Sampling is seeded by ``seed``, so the result is deterministic unless the time limit cuts the
@@ -154,9 +137,7 @@ class LearnedSolver:
         net = load_policy(options.get("weights"))
         t0 = time.perf_counter()
         feats = featurise(instance)
-        with inference_threads(threads):
-            out = net(collate([feats]))
-        scores = scores_of(out, 0, feats)
+        scores = net.scores(feats, threads=threads)
         t1 = time.perf_counter()
         # keep a margin for building the Result; past the deadline the decoder stops placing jobs
         deadline = start + max(0.0, 0.95 * time_limit - 0.02)

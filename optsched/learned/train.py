@@ -12,7 +12,9 @@
    states join the data set, and cloning continues on the aggregate.
 
 Each epoch logs the loss and the validation gap (greedy decode vs the exact optimum) to a JSON-lines
-log, writes a checkpoint, keeps the best one, and the run ends with a loss/gap curve PNG.
+log, writes a checkpoint (torch ``.pt`` and, through the exporter, the ``.npz`` that inference
+loads), keeps the best one, and the run ends with a loss/gap curve PNG (needs the ``plot`` extra).
+Needs torch: the ``train`` extra.
 """
 
 from __future__ import annotations
@@ -27,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from optsched.errors import InputError
 from optsched.learned.decode import decode, log_likelihood, scores_of, target_arrays
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.labels import Label, label_rounds, residual_round
-from optsched.learned.policy import PolicyNet, collate
+from optsched.learned.policy import PolicyNet, collate, export_weights, torch  # torch: the `train` extra
 from optsched.model import Instance
 from optsched.schedule import Schedule
 from optsched.values import schedule_value
@@ -240,10 +241,9 @@ def _dagger_states(net: PolicyNet, rounds: Sequence[Instance], rng: np.random.Ge
 
 def plot_curves(log: Sequence[dict[str, Any]], path: str | Path, ax: Any = None) -> None:
     """Training loss and median validation gap per epoch (one PNG)."""
-    import matplotlib
+    from optsched.extras import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("the training curves")
 
     own = ax is None
     if own:
@@ -269,7 +269,9 @@ def plot_curves(log: Sequence[dict[str, Any]], path: str | Path, ax: Any = None)
 
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
     """The whole pipeline (see the module docstring). Returns a summary and writes into ``cfg.out``:
-    ``log.jsonl``, ``ckpt-last.pt``, ``best.pt``, ``curves.png``, ``summary.json``."""
+    ``log.jsonl``, ``ckpt-last.pt``, ``best.pt`` (torch checkpoints), ``ckpt-last.npz``, ``best.npz``
+    (the same weights for numpy inference, :func:`~optsched.learned.policy.export_weights`),
+    ``curves.png``, ``summary.json``."""
     cfg.validate()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -314,11 +316,14 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
             log.append(row)
             with log_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            ckpt = net.checkpoint(epoch=epoch, config=asdict(cfg), val=row)
+            meta = {"epoch": epoch, "config": asdict(cfg), "val": row}
+            ckpt = net.checkpoint(**meta)
             torch.save(ckpt, out / "ckpt-last.pt")
+            export_weights(net, out / "ckpt-last.npz", **meta)  # what numpy inference loads, in step with the .pt
             if row["val_gap_mean"] < best[0]:
                 best = (row["val_gap_mean"], epoch)
                 torch.save(ckpt, out / "best.pt")
+                export_weights(net, out / "best.npz", **meta)
             if cfg.progress:
                 tqdm.write(f"{phase} epoch {epoch}: loss {loss:.4f}  val gap mean {100 * row['val_gap_mean']:.2f}%  median {100 * row['val_gap_median']:.2f}%")
 

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.learned.decode import decode, scores_of
+from optsched.learned.decode import decode
 from optsched.learned.features import featurise
+from optsched.learned.inference import NumpyPolicy
 from optsched.learned.labels import residual_round
-from optsched.learned.policy import PolicyNet, collate
-from optsched.learned.solver import inference_threads, load_policy
+from optsched.learned.solver import load_policy
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
@@ -33,24 +33,20 @@ from optsched.values import schedule_value
 __all__ = ["confident_jobs", "dive_solve", "policy_hint", "warm_solve"]
 
 
-def policy_hint(instance: Instance, net: PolicyNet | None = None, *, weights: str | Path | None = None) -> Schedule:
+def policy_hint(instance: Instance, net: NumpyPolicy | None = None, *, weights: str | Path | None = None) -> Schedule:
     """The policy's greedy schedule for ``instance`` (feasible), to pass as a CP-SAT ``hint``."""
     net = net if net is not None else load_policy(weights)
     f = featurise(instance)
-    with inference_threads():
-        out = net(collate([f]))
-    return decode(instance, f, scores_of(out, 0, f))
+    return decode(instance, f, net.scores(f))
 
 
-def confident_jobs(instance: Instance, schedule: Schedule, net: PolicyNet, share: float) -> list[str]:
+def confident_jobs(instance: Instance, schedule: Schedule, net: NumpyPolicy, share: float) -> list[str]:
     """The ``share`` of the schedule's jobs with the highest policy confidence: admit probability
     times the probability of the node the job got (its largest part) among the allowed nodes."""
     if not 0.0 <= share <= 1.0:
         raise InputError("share", share, "must be in [0, 1]")
     f = featurise(instance)
-    with inference_threads():
-        out = net(collate([f]))
-    sc = scores_of(out, 0, f)
+    sc = net.scores(f)
     conf = []
     for jid, a in schedule.jobs.items():
         j = instance.job_idx(jid)

@@ -122,8 +122,10 @@ def solve_lp_sparse(model: LinearModel, backend: str = "glop", time_limit: float
 
 
 def solve_lp_cvxpy(model: LinearModel) -> tuple[str, float | None]:
-    """Solve an LP with cvxpy (its default LP solver); ``(status, objective)``."""
-    import cvxpy as cp
+    """Solve an LP with cvxpy (its default LP solver; the ``cvxpy`` extra); ``(status, objective)``."""
+    from optsched.extras import require_extra
+
+    cp = require_extra("cvxpy", "cvxpy", "lp_bound(backend='cvxpy')")
 
     if model.num_integer:
         raise ValueError("solve_lp_cvxpy solves LPs only; pass model.relaxed()")

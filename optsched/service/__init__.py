@@ -3,10 +3,14 @@
 ``create_app(ServiceConfig(...))`` builds the FastAPI app (:mod:`optsched.service.app`); request
 and response models live in :mod:`optsched.service.schemas`, the bounded pool of solve worker
 processes in :mod:`optsched.service.pool` and what a worker runs in :mod:`optsched.service.work`.
-See ``docs/service.md``.
+Needs the ``service`` extra (fastapi, uvicorn). See ``docs/service.md``.
 """
 
-from optsched.service.app import create_app
-from optsched.service.config import ServiceConfig
+from optsched.extras import require_extra
+
+require_extra("fastapi", "service", "the HTTP service")
+
+from optsched.service.app import create_app  # noqa: E402
+from optsched.service.config import ServiceConfig  # noqa: E402
 
 __all__ = ["ServiceConfig", "create_app"]

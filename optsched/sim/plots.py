@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from optsched.extras import pyplot
 from optsched.sim.engine import SimResult
 
 __all__ = ["plot_jct_cdf", "plot_queue", "plot_runs", "plot_utilisation"]
@@ -15,12 +16,7 @@ __all__ = ["plot_jct_cdf", "plot_queue", "plot_runs", "plot_utilisation"]
 
 def _axes(ax: Any) -> Any:
     if ax is None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = pyplot().subplots(figsize=(6, 4))
     return ax
 
 
@@ -73,11 +69,7 @@ def plot_queue(runs: Mapping[str, SimResult], *, ax: Any = None) -> Any:
 
 def plot_runs(runs: Mapping[str, SimResult], path: str | Path, *, resources: Sequence[str] = ("gpu", "cpu", "mem")) -> Path:
     """Runs side by side: JCT CDFs, the queue, and one utilisation timeline per resource; a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = 2 + len(resources)
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
     plot_jct_cdf(runs, ax=axes[0])
