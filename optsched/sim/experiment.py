@@ -66,8 +66,8 @@ def check_deterministic_time(allocators: Sequence[str], deterministic_time: floa
         solver = a.partition("@")[0]
         if solver not in DETERMINISTIC_TIME_SOLVERS and solver not in TIME_FREE_SOLVERS:
             raise InputError("deterministic_time", a, f"allocator {solver!r} has no deterministic time budget (its rounds depend "
-                             f"on the wall clock); {', '.join(DETERMINISTIC_TIME_SOLVERS)} take one, "
-                             f"{', '.join(TIME_FREE_SOLVERS)} are deterministic without one")
+                             f"on the wall clock); {' and '.join(DETERMINISTIC_TIME_SOLVERS)} take one, "
+                             f"{' and '.join(TIME_FREE_SOLVERS)} are deterministic without one")
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 

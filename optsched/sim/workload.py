@@ -8,7 +8,11 @@ read four formats into it:
 * the Philly per-job CSV of the Pollux artifact (:func:`load_philly`);
 * Alibaba GPU v2023 pod lists (:func:`load_alibaba_pods`);
 * the Helios format ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``
-  (:func:`load_helios`).
+  (:func:`load_helios`);
+* any other CSV layout that a :class:`CsvSchema` describes (:func:`load_csv`).
+
+Every loader skips ``#`` comment lines and rebases submit times so that the first arrival is at
+0; :func:`write_trace_csv` writes a trace in the normalized schema.
 
 :func:`window`, :func:`scale_load` and :func:`cap_sizes` shape a trace; :func:`build_workload`
 turns it into :class:`SimJob` s with a catalogue model, profile, fixed demand and GPU speeds.
@@ -447,7 +451,8 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
     for name, cols in _SNIFF.items():
         if cols <= header:
             return LOADERS[name](p)
-    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format explicitly")
+    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format, or describe the "
+                      "columns with a CsvSchema (optsched simulate --columns / --schema)")
 
 
 # --- any CSV layout, described by a schema -------------------------------------------------------
