@@ -208,6 +208,7 @@ def run(
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
     check_deterministic_time([allocator], deterministic_time)
     solver, _, variant = allocator.partition("@")
+    given = dict(solver_options)
     if deterministic_time is not None and solver in DETERMINISTIC_TIME_SOLVERS:
         solver_options = {**solver_options, "deterministic_time": float(deterministic_time)}
     if variant not in ("", "demand"):
@@ -227,7 +228,7 @@ def run(
     res.info["seed"] = seed
     res.info["validated"] = validate
     res.info["manifest"] = manifest(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg,
-                                    deterministic_time=deterministic_time, solver_options=solver_options)
+                                    deterministic_time=deterministic_time, solver_options=given)
     from optsched.sim.metrics import run_id
 
     res.info["run_id"] = run_id(res.info["manifest"])
