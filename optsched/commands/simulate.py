@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios; or "
+    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios (or any layout "
+                                 "with --columns/--schema); 'sample' for the bundled two days of the Philly trace; or "
                                  "synthetic:PRESET[:KEY=VALUE,...] to generate one (presets parametric, synergy, gang-heavy, "
                                  "philly-multi; e.g. synthetic:gang-heavy:jobs=500,gpus=176,load=1.1; the seed is --seed "
                                  "unless given)")
