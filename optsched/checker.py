@@ -164,7 +164,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         for what, used, cap in (("GPUs", used_gpu, node.gpus), ("CPU cores", used_cpu, node.cpus), ("GB of memory", used_mem, node.mem_gb)):
             if used[nid] > cap:
                 out.append(Violation(4, f"node {nid}: {used[nid]} {what} used, {cap} available", node=nid))
-    out += _quota_rule(instance, readable) + _moves_rule(instance, readable)
+    out += _quota_rule(instance, readable) + _moves_rule(instance, readable) + _pinned_rule(instance, readable)
     return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable), _dominant_shares(instance, readable),
                        _packing(instance, used_gpu), _hug_progress(instance, got))
 
@@ -281,6 +281,22 @@ def _moves_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) 
     if len(moved) <= cap:
         return []
     return [Violation(7, f"{len(moved)} running jobs move ({', '.join(sorted(moved)[:5])}...), at most {cap} may")]
+
+
+def _pinned_rule(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[Violation]:
+    """Rule 8 (job preemptible = false): a job that runs now and may not be preempted is scheduled
+    on exactly the nodes and GPU counts it holds now (its grid point may change)."""
+    out = []
+    for job in instance.jobs:
+        if job.preemptible or job.placement is None:
+            continue
+        where = scheduled.get(job.id)
+        if where is None:
+            out.append(Violation(8, f"job {job.id} may not be preempted but is left out", job=job.id))
+        elif dict(where) != dict(job.placement):
+            out.append(Violation(8, f"job {job.id} may not be moved: it holds {dict(job.placement)}, the schedule gives {dict(where)}",
+                                 job=job.id))
+    return out
 
 
 def _deadline_misses(instance: Instance, scheduled: Mapping[str, Mapping[str, int]]) -> list[str]:

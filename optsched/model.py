@@ -16,7 +16,7 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "Elastic", "Instance", "Job", "Node", "Profile", "Round"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "Elastic", "cheapest_point", "Instance", "Job", "Node", "Profile", "Round"]
 
 CONTRACT_VERSION = 1
 #: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
@@ -289,6 +289,9 @@ class Job:
     remaining_s: float | None = None  #: run time left at the demand point on a speed-1.0 GPU, one node
     #: version-2 elastic gang: the GPU counts allowed and the throughput at each (``None``: exactly ``gpus``)
     elastic: Elastic | None = None
+    #: version-2 queue semantics: ``False`` pins a running job (one with a ``placement``) to where
+    #: it runs: every schedule keeps it there, at any grid point (formulations/policies.md, "Preemption")
+    preemptible: bool = True
 
     def __post_init__(self) -> None:
         _check_str("id", self.id)
@@ -349,11 +352,21 @@ class Job:
                 raise InputError("remaining_s", None, "is required with deadline_s (the work left decides whether the job must run now)")
         if self.remaining_s is not None:
             object.__setattr__(self, "remaining_s", _check_float("remaining_s", self.remaining_s, positive=True))
+        if not isinstance(self.preemptible, bool):
+            raise InputError("preemptible", self.preemptible, "must be true or false")
+        if not self.preemptible and self.elastic is not None:
+            raise InputError("preemptible", False, "cannot pin an elastic job (a size change is a restart); leave it preemptible")
 
     @property
     def uses_v2(self) -> bool:
         """Whether a version-2 field is set."""
-        return self.tenant is not None or self.deadline_s is not None or self.remaining_s is not None or self.elastic is not None
+        return (self.tenant is not None or self.deadline_s is not None or self.remaining_s is not None or self.elastic is not None
+                or not self.preemptible)
+
+    @property
+    def pinned(self) -> bool:
+        """A running job that may not be preempted or moved this round (``preemptible=False``)."""
+        return not self.preemptible and self.placement is not None
 
     # --- derived quantities used everywhere ---
 
@@ -413,6 +426,7 @@ class Job:
             deadline_s=_get(d, "deadline_s", None),
             remaining_s=_get(d, "remaining_s", None),
             elastic=elastic,
+            preemptible=_get(d, "preemptible", True),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -434,6 +448,8 @@ class Job:
                 d[key] = getattr(self, key)
         if self.elastic is not None:
             d["elastic"] = self.elastic.to_dict()
+        if not self.preemptible:
+            d["preemptible"] = False
         return d
 
 
@@ -577,7 +593,10 @@ class Instance:
                 raise InputError(f"jobs[{i}].placement", dict(j.placement or {}), f"spans GPU types {types}; a job runs on one type")
             if self.round.tenants is not None and j.tenant is not None and j.tenant not in self.round.tenants:
                 raise InputError(f"jobs[{i}].tenant", j.tenant, f"is not one of round.tenants {sorted(self.round.tenants)}")
+        _check_pinned_fit(self)
         if self.round.tenants is not None:
+            if any(j.pinned for j in self.jobs):
+                raise InputError("jobs.preemptible", False, "pinned jobs cannot be combined with round.tenants (reclaiming a quota preempts borrowers)")
             quota, gpus = sum(self.round.tenants.values()), sum(n.gpus for n in self.nodes)
             if quota > gpus:
                 raise InputError("round.tenants", dict(self.round.tenants), f"guarantee {quota} GPUs in all; the cluster has {gpus}")
@@ -634,7 +653,7 @@ class Instance:
                 raise e.within(f"jobs[{i}]") from None
         inst = cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
         if inst.version != version:
-            why = "uses version-2 fields (tenant, deadline_s, remaining_s, elastic, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
+            why = "uses version-2 fields (tenant, deadline_s, remaining_s, elastic, preemptible, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
                 else "declares version 2 but uses no version-2 field; write version 1"
             raise InputError("version", version, why)
         return inst
@@ -647,3 +666,34 @@ class Instance:
             "nodes": [n.to_dict() for n in self.nodes],
             "jobs": [j.to_dict() for j in self.jobs],
         }
+
+
+def cheapest_point(job: Job, fair: bool) -> tuple[int, int]:
+    """The grid point with the fewest cores, then the least memory (in a ``fair`` round, among
+    the points at least as fast as the demand): where a pinned job can always be kept."""
+    if not fair:
+        return job.profile.cpus_per_gpu[0], job.profile.mem_per_gpu_gb[0]
+    need = job.demand_throughput
+    return min((c, m) for c, m, thr in job.profile.points() if thr >= need)
+
+
+def _check_pinned_fit(inst: Instance) -> None:
+    """The pinned jobs (``preemptible=False`` and running) must fit where they run at their
+    cheapest points, so that the schedule keeping only them is feasible (the contract's promise
+    that a feasible schedule always exists)."""
+    used: dict[str, list[int]] = {}
+    nodes = {n.id: n for n in inst.nodes}
+    for j in inst.jobs:
+        if not j.pinned:
+            continue
+        c, m = cheapest_point(j, inst.round.fair)
+        for nid, k in (j.placement or {}).items():
+            u = used.setdefault(nid, [0, 0, 0])
+            u[0] += k
+            u[1] += k * c
+            u[2] += k * m
+    for nid, (g, c, m) in used.items():
+        node = nodes[nid]
+        if g > node.gpus or c > node.cpus or m > node.mem_gb:
+            raise InputError("jobs.preemptible", nid, f"the pinned jobs on node {nid} need {g} GPUs, {c} cores and {m} GB at their "
+                             f"cheapest points; it has {node.gpus}, {node.cpus} and {node.mem_gb}")

@@ -61,12 +61,17 @@ def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Sche
          owner waits. It only adds to that repair's schedule, so the result is never worth less.
     3. Urgent (deadline) jobs still out are added where they fit, when the rules still hold.
 
+    Before all of these, pinned jobs (``preemptible=False``, running; rule 8) are put back where
+    they run (:func:`_keep_pinned`).
+
     Where ``max_moves`` is set, additions never count as moves: a running job is added only where
     it runs (without a budget it may also be added elsewhere, paying its restart).
     """
     from optsched.heuristics.common import Cluster  # the heuristics import this module
 
     jobs = dict(schedule.jobs)
+    if any(j.pinned for j in instance.jobs):
+        _keep_pinned(instance, jobs, lean)
     if instance.round.max_moves is not None:
         moved = sorted(moved_jobs(instance, jobs),
                        key=lambda j: (urgent(instance, instance.job(j)), assignment_value(instance, instance.job(j), jobs[j]), j))
@@ -134,6 +139,47 @@ def _fit(instance: Instance, cl: Cluster, job: Job, limit: int | None = None) ->
             if nodes is not None:
                 return Assignment(nodes, c, m)
     return None
+
+
+def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = True) -> None:
+    """Rule 8 in place: every pinned job runs where it runs now. A pinned job left out or moved
+    is put back at the fastest grid point that fits there (with ``lean=False`` its demand point
+    first, as fixed-demand keeps every job); when none fits, the other jobs on its
+    nodes are left out, lowest value per GPU first, until its cheapest point fits (it always does
+    once they are gone: the contract checks that the pinned jobs fit together)."""
+    from optsched.model import cheapest_point
+
+    pinned = [j for j in instance.jobs if j.pinned]
+    for j in pinned:
+        a = jobs.get(j.id)
+        if a is not None and {n: k for n, k in a.nodes.items() if k} != dict(j.placement or {}):
+            del jobs[j.id]
+    cl = _cluster(instance, jobs)
+    fair = instance.round.fair
+    for j in pinned:
+        if j.id in jobs:
+            continue
+        home = dict(j.placement or {})
+        pts = [(c, m, thr) for c, m, thr in j.profile.points() if not fair or thr >= j.demand_throughput]
+        pts.sort(key=lambda p: (not lean and (p[0], p[1]) != j.demand, -p[2], p[0], p[1]))
+        c0, m0 = cheapest_point(j, fair)
+        if not cl.fits_at(home, c0, m0):
+            others = [(assignment_value(instance, instance.job(o), a) / a.gpus, o) for o, a in jobs.items()
+                      if not instance.job(o).pinned and set(a.nodes) & set(home)]
+            for _v, o in sorted(others):
+                a = jobs.pop(o)
+                cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb, sign=-1)
+                if cl.fits_at(home, c0, m0):
+                    break
+        if not cl.fits_at(home, c0, m0):  # the pinned jobs placed before it give up their extra cores and memory
+            for o in [p.id for p in pinned if p.id in jobs and set(jobs[p.id].nodes) & set(home)]:
+                a, (c1, m1) = jobs[o], cheapest_point(instance.job(o), fair)
+                cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb, sign=-1)
+                jobs[o] = Assignment(a.nodes, c1, m1)
+                cl.take(a.nodes, c1, m1)
+        c, m = next(((c, m) for c, m, _t in pts if cl.fits_at(home, c, m)), (c0, m0))
+        jobs[j.id] = Assignment(home, c, m)
+        cl.take(home, c, m)
 
 
 def _cluster(instance: Instance, jobs: Mapping[str, Assignment]) -> Cluster:

@@ -89,7 +89,7 @@ def methods(family: str | None = None) -> list[MethodInfo]:
 # --- built-in methods ----------------------------------------------------------------------------
 #: the families the shared MIP description models (optsched.mip.description.MIP_FAMILIES; checked by a test)
 _MIP_POLICIES = ("elastic", "max_moves", "quotas")
-_ALL_POLICIES = ("quotas", "max_moves", "deadlines", "elastic", "packing", "drf", "hug")
+_ALL_POLICIES = ("quotas", "max_moves", "deadlines", "elastic", "packing", "drf", "hug", "preemption")
 register_method(
     "cpsat", "exact", "Integrated formulation solved by OR-Tools CP-SAT (proven bounds)",
     "optsched.exact.cpsat:CpSatSolver", takes_hint=True, default=True, policies=_ALL_POLICIES,

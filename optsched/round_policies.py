@@ -51,11 +51,11 @@ from optsched.values import assignment_value, is_move, schedule_value
 __all__ = ["DRF_NO_TENANT", "FAMILIES", "HUG_PRECISION", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
            "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "fair_level", "fair_scale", "hug_coefficients", "hug_demand",
            "hug_level", "hug_levels", "hug_scale", "hug_usage", "packing_choice", "peak_rate", "packing_tolerance", "policy_families",
-           "policy_feasible", "urgent", "urgent_jobs", "whole_free_gpus", "borrowers", "moved_jobs", "owner_waiting", "quota_of",
+           "pinned_misses", "policy_feasible", "urgent", "urgent_jobs", "whole_free_gpus", "borrowers", "moved_jobs", "owner_waiting", "quota_of",
            "tenant_gpus"]
 
 #: the families, in the order the docs list them
-FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "hug", "elastic", "packing")
+FAMILIES = ("quotas", "max_moves", "deadlines", "drf", "hug", "elastic", "packing", "preemption")
 
 #: the DRF tenant of jobs without a ``tenant`` (not a valid tenant name, so it cannot clash)
 DRF_NO_TENANT = ""
@@ -83,7 +83,20 @@ def policy_families(instance: Instance) -> frozenset[str]:
         out.add("elastic")
     if instance.round.packing is not None:
         out.add("packing")
+    if any(j.pinned for j in instance.jobs):
+        out.add("preemption")
     return frozenset(out)
+
+
+def pinned_misses(instance: Instance, jobs: Mapping[str, Assignment]) -> list[str]:
+    """Pinned jobs (``preemptible=False``, running) that ``jobs`` leaves out or moves."""
+    out = []
+    for j in instance.jobs:
+        if j.pinned:
+            a = jobs.get(j.id)
+            if a is None or {n: k for n, k in a.nodes.items() if k} != dict(j.placement or {}):
+                out.append(j.id)
+    return out
 
 
 # --- DRF ---------------------------------------------------------------------------------------
@@ -372,8 +385,10 @@ def moved_jobs(instance: Instance, jobs: Mapping[str, Assignment]) -> list[str]:
 
 
 def policy_feasible(instance: Instance, schedule: Schedule) -> bool:
-    """Whether ``schedule`` keeps the quota and max_moves rules (deadlines are not a feasibility rule)."""
+    """Whether ``schedule`` keeps the quota, max_moves and pinned-job rules (deadlines are not a feasibility rule)."""
     jobs = schedule.jobs
+    if pinned_misses(instance, jobs):
+        return False
     if instance.round.max_moves is not None and len(moved_jobs(instance, jobs)) > instance.round.max_moves:
         return False
     if instance.round.tenants is not None:

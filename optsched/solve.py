@@ -82,8 +82,8 @@ def _resolve(instance: Instance, method: str, solver: str | None, time_limit: fl
     return family_default(method)
 
 
-#: checker rules that belong to the policy families of contract version 2 (quotas, max_moves)
-_POLICY_RULES = (6, 7)
+#: checker rules that belong to the policy families of contract version 2 (quotas, max_moves, pinned jobs)
+_POLICY_RULES = (6, 7, 8)
 
 
 def _check_policies(instance: Instance, info: MethodInfo) -> None:

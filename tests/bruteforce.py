@@ -86,7 +86,7 @@ def brute_force(instance) -> tuple[float, dict]:
 
 
 def rules_hold(instance, sched) -> bool:
-    """Rules 6 (quotas) and 7 (max_moves) for ``sched`` {job_id: (nodes, c, m)}, restated from the
+    """Rules 6 (quotas), 7 (max_moves) and 8 (pinned jobs) for ``sched`` {job_id: (nodes, c, m)}, restated from the
     contract: a tenant's GPUs are those its jobs got, and a waiting elastic job fits the rest of
     its quota at its smallest size."""
     quotas = instance.round.tenants
@@ -99,6 +99,9 @@ def rules_hold(instance, sched) -> bool:
         waits = any(j.id not in sched and j.tenant in quotas and held.get(j.tenant, 0) + smallest[j.id] <= quotas[j.tenant]
                     for j in instance.jobs)
         if waits and any(g > (quotas.get(t, 0) if t is not None else 0) for t, g in held.items()):
+            return False
+    for j in instance.jobs:  # rule 8: a running job that may not be preempted stays exactly where it runs
+        if not j.preemptible and j.placement is not None and (j.id not in sched or sched[j.id][0] != dict(j.placement)):
             return False
     if instance.round.max_moves is not None:
         moves = sum(1 for j in instance.jobs if j.id in sched and j.placement is not None and dict(j.placement) != sched[j.id][0])
@@ -116,5 +119,5 @@ def search_size(instance) -> int:
 
 
 def best_with_rules(instance) -> float:
-    """The brute-force optimum over the schedules that also keep the quota and move rules."""
+    """The brute-force optimum over the schedules that also keep the quota, move and pinned-job rules."""
     return max((total for total, sched, _load in feasible_schedules(instance) if rules_hold(instance, sched)), default=0.0)

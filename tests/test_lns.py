@@ -121,7 +121,7 @@ def test_cpsat_lns_stage_reuses_its_greedy_starts_and_job_data(monkeypatch):
     inst = _round(6, 30)
     res = CpSatSolver().solve(inst, time_limit=1.5, seed=0, lns_share=0.5, bound_worker=False, num_workers=1)
     assert calls == {"greedy": 0, "job_data": 0}
-    assert [name for name, _s in seen["starts"]] == ["greedy"]
+    assert [name for name, _s in seen["starts"]] == ["greedy", "fungible-greedy"]
     warm = seen["result"]
     assert warm.stats["start_objective"] >= schedule_value(inst, seen["starts"][0][1]) - 1e-9
     assert res.objective >= warm.objective - 1e-9

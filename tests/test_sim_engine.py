@@ -31,6 +31,9 @@ def _cfg(**kw):
     kw.setdefault("round_s", 100.0)
     kw.setdefault("check", True)
     kw.setdefault("progress", False)
+    # the stand-in allocators (first fit) know nothing of pinned jobs: preemption is tested with
+    # them as such; test_sim_preemption.py covers the pinned rounds
+    kw.setdefault("preemption", "allowed")
     return SimConfig(**kw)
 
 
@@ -285,6 +288,39 @@ def test_offer_window_keeps_running_jobs_and_a_minimum_of_waiting_ones():
     assert _offer(active, w, running, gpus, 16, 0.5, 0).tolist() == [0, 1]
     assert _offer(active, w, running, gpus, 16, 0.5, 3).tolist() == [0, 1, 2, 3]
     assert _offer(active, w, running, gpus, 16, None, 0).tolist() == list(range(6))
+
+
+def test_offer_window_backfills_jobs_that_fit_the_free_gpus():
+    """A head of gangs too big for the free GPUs does not hide the small jobs behind it."""
+    from optsched.sim.engine import _offer
+
+    active = np.arange(8)
+    w = np.array([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    running = np.array([True, False, False, False, False, False, False, False])
+    gpus = np.array([56, 128, 128, 2, 4, 2, 8, 1])  # 64 GPUs, one type: 8 free
+    allowed = np.ones((8, 1), dtype=bool)
+    free = np.array([8.0])
+    # the window (1 x 64 GPUs) closes after the first gang; nothing offered fits the 8 free GPUs
+    assert _offer(active, w, running, gpus, 64, 1.0, 0).tolist() == [0, 1]
+    # backfill: fitting jobs join in weight order until they could fill the 8 free GPUs once (2+4+2)
+    assert _offer(active, w, running, gpus, 64, 1.0, 0, free, allowed).tolist() == [0, 1, 3, 4, 5]
+    # twice over (the window now closes at 128 GPUs, after the first gang): 2+4+2+8 = 16
+    assert _offer(active, w, running, gpus, 64, 2.0, 0, free, allowed).tolist() == [0, 1, 3, 4, 5, 6]
+    # a job may use only a type with no free GPUs: it does not count as fitting
+    two = np.array([[True, False]] * 8)
+    two[5] = [False, True]
+    assert _offer(active, w, running, gpus, 64, 1.0, 0, np.array([8.0, 0.0]), two).tolist() == [0, 1, 3, 4, 6]
+
+
+def test_window_never_idles_gpus_a_waiting_job_could_use():
+    """End to end: an 8-GPU job holds one of two 8-GPU nodes; two 16-GPU gangs head the queue
+    and fill the window; the 1-GPU job behind them is offered anyway and starts at once."""
+    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=512, rack_size=None)
+    rows = [("a", 0, 3000.0, 8, "flat"), ("g1", 1, 600.0, 16, "flat"), ("g2", 2, 600.0, 16, "flat"), ("s", 3, 300.0, 1, "flat")]
+    wl = _workload(rows, nodes)
+    res = simulate(wl, nodes, policies.FIFO(), fungible_first_fit, _cfg(queue_window=0.5, queue_min_jobs=1))
+    start = dict(zip(res.jobs["id"], res.jobs["start_s"], strict=True))
+    assert start["s"] == pytest.approx(100.0)
 
 
 def test_at_demand_view_removes_fungibility_only():

@@ -271,3 +271,16 @@ def test_the_run_id_covers_results_and_ignores_labels(tmp_path):
     assert run_id(ex.manifest(ex.prepare(moved, cluster="2x8"), config=cfg, **kw)) == run_id(m)  # same bytes, same id
     other = ex.prepare(p, cluster="2x8", mix={"image": 1.0})
     assert run_id(ex.manifest(other, config=cfg, **kw)) != run_id(m)
+
+
+def test_a_shadowed_run_has_its_own_files(tmp_path, capsys):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    out = tmp_path / "o"
+    base = ["simulate", str(p), "--cluster", "2x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(out)]
+    assert main(base) == 0 and main([*base, "--shadow", "fixed-demand"]) == 0
+    (rounds,) = out.glob("*.rounds.csv")
+    stem = rounds.name.removesuffix(".rounds.csv")
+    assert (out / f"{stem}.metrics.json").exists() and len(list(out.glob("*.metrics.json"))) == 2
+    assert json.loads((out / f"{stem}.metrics.json").read_text())["manifest"]["shadow"] == "fixed-demand"
+    assert main([*base, "--shadow", "scip", "--deterministic-time", "1"]) == 2
+    assert "scip" in capsys.readouterr().err

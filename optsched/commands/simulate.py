@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from optsched.errors import InputError
 
@@ -61,6 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-moves", type=int, default=None,
                    help="Gandiva's migration budget: at most this many running jobs change nodes per round (round.max_moves; "
                         "default: unbounded)")
+    p.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
+                   help="none: a running job is never stopped or moved for another; allowed: the allocator may; auto (default): "
+                        "the policy's own semantics (fifo does not preempt; las, srf, srtf and the others do), allowed with "
+                        "quotas, SLO jobs or --fairness")
+    p.add_argument("--shadow", default=None,
+                   help="also solve every round with this solver on the same state and write <run>.rounds.csv comparing them "
+                        "(worth, GPUs, jobs started and preempted, gangs, head of queue)")
     p.add_argument("--elastic-share", type=float, default=0.0,
                    help="share of jobs (drawn with --seed) that are elastic: gpus/4 .. 4 x gpus GPUs, Amdahl scaling per model (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
@@ -120,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from optsched.sim.experiment import check_deterministic_time
 
     try:
-        check_deterministic_time(allocators, args.deterministic_time)
+        check_deterministic_time([*allocators, *([args.shadow] if args.shadow else [])], args.deterministic_time)
     except InputError as e:
         raise InputError("--deterministic-time", e.value, e.problem) from None
     setup = prepare(
@@ -142,17 +149,27 @@ def run(args: argparse.Namespace) -> int:
         check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
         elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
+        preemption=args.preemption,
     )
+    if args.shadow is not None:
+        get_method(args.shadow)
     pairs = [(pol, a) for pol in policies for a in allocators]
-    extra = {} if args.deterministic_time is None else {"deterministic_time": args.deterministic_time}
+    extra: dict[str, Any] = {} if args.shadow is None else {"shadow": args.shadow}
+    if args.deterministic_time is not None:
+        extra["deterministic_time"] = args.deterministic_time
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
                        workers=args.workers, address=args.address, progress=not args.no_progress, **extra)
     runs = {}
     for (pol, a), res in results.items():
         stem = run_stem(res)  # <policy>-<allocator>-s<seed>-<hash of every setting that changes the result>
+        shadow_rounds = res.info.pop("shadow_rounds", None)
+        if shadow_rounds is not None:
+            from optsched.sim.shadow import write_rounds_csv
+
+            write_rounds_csv(shadow_rounds, out / f"{stem}.rounds.csv")
         write_metrics_json(res, out / f"{stem}.metrics.json")
         write_jobs_csv(res, out / f"{stem}.jobs.csv")
-        print(f"{pol}/{a}: {out / stem}.metrics.json, .jobs.csv", file=sys.stderr)
+        print(f"{pol}/{a}: {out / stem}.metrics.json, .jobs.csv{', .rounds.csv' if shadow_rounds is not None else ''}", file=sys.stderr)
         runs[f"{pol}/{a}"] = res
     print(_table(runs))
     if args.plot:

@@ -248,7 +248,7 @@ class RoundModel:
             job, g = d.job, d.job.gpus
             home = None
             # with a move budget, staying put is tracked even when it costs nothing
-            if job.placement and len(job.placement) == 1 and (job.restart_s > 0 or inst.round.max_moves is not None):
+            if job.placement and len(job.placement) == 1 and (job.restart_s > 0 or inst.round.max_moves is not None or job.pinned):
                 home = inst.node_idx(next(iter(job.placement)))
                 self.home[d.index] = home
             moved = job.placement is not None  # a pooled mode of a pinned job counts as a move
@@ -414,7 +414,8 @@ class RoundModel:
                     self.model.add_implication(self.ge[(j, k)], self.ge[(j, k - 1)])
             if self.split_cuts:
                 self.add_split_cuts(j, keys, us)
-            can_stay = job.placement is not None and len(job.placement) >= 2 and (job.restart_s > 0 or inst.round.max_moves is not None)
+            can_stay = job.placement is not None and len(job.placement) >= 2 and (job.restart_s > 0 or inst.round.max_moves is not None
+                                                                                   or job.pinned)
             always_moved = job.placement is not None and not can_stay
             if can_stay:
                 stay = self.model.new_bool_var(f"stay[{j}]")
@@ -901,10 +902,9 @@ class CpSatSolver:
             # elastic: sizes chosen by marginal value, not only the nominal ones; HUG: the greedy
             # hints know nothing of progress, fungible-greedy fills by it (on 1 s Philly rounds
             # under load CP-SAT's level stage often ends before its first solution)
-            if exp is not None or instance.round.fairness == "hug":
-                from optsched.heuristics.fungible_greedy import FungibleGreedy
+            from optsched.heuristics.fungible_greedy import FungibleGreedy
 
-                greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
+            greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
             candidates += [s for _name, s in greedy]
         share = _lns_share(instance, opts["lns_share"])
         lp_bound = None

@@ -125,6 +125,21 @@ def add_forced_jobs(m: RoundModel, sel: dict[int, cp_model.LinearExprT], forced:
             m.model.add(osel[j] == 1)
 
 
+def add_pinned(m: RoundModel) -> None:
+    """Pinned jobs (``preemptible=False``, running): the job's stay-at-home literal is true,
+    ``sum_p h[j,p] = 1`` on one node, ``stay[j] = 1`` for a split job (the literals exist for
+    every pinned job). Pinned jobs are never elastic, so the model's job is the round's job."""
+    for d in m.data:
+        if not d.job.pinned:
+            continue
+        j = d.index
+        stays = [var for (i, _p), var in m.h.items() if i == j] + ([m.stay[j]] if j in m.stay else [])
+        if stays:
+            m.model.add(sum(stays) == 1)
+        else:  # no mode keeps it home (cannot happen on a valid round): the model says so
+            m.model.add_bool_or([])
+
+
 def add_drf(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> cp_model.IntVar | None:
     """DRF: per tenant t (with a runnable job) and resource r of capacity ``cap_r > 0``, the fixed
     demand it holds ``U[t,r] = sum_j a[j,r] sel_j``, its scaled share ``x[t,r]`` with
@@ -348,6 +363,8 @@ def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
         add_move_budget(m, sel)
     if forced:
         add_forced_jobs(m, sel, forced)
+    if any(j.pinned for j in m.instance.jobs):
+        add_pinned(m)
     if m.instance.round.fairness == "drf":
         m.drf_min = add_drf(m, sel)
     if m.instance.round.fairness == "hug":

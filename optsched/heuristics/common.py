@@ -17,13 +17,14 @@ __all__ = ["Cluster", "job_order", "place", "types_by_speed"]
 
 
 def job_order(instance: Instance) -> list[Job]:
-    """Jobs by weight (descending); ties: running jobs first, then by id (deterministic). Urgent
-    deadline jobs (contract v2, :func:`optsched.round_policies.urgent`) come before all others."""
+    """Jobs by weight (descending); ties: running jobs first, then by id (deterministic). Pinned
+    jobs (``preemptible=False``), then urgent deadline jobs (contract v2,
+    :func:`optsched.round_policies.urgent`) come before all others."""
     if any(j.deadline_s is not None for j in instance.jobs):
         from optsched.round_policies import urgent
 
-        return sorted(instance.jobs, key=lambda j: (not urgent(instance, j), -j.weight, not j.running, j.id))
-    return sorted(instance.jobs, key=lambda j: (-j.weight, not j.running, j.id))
+        return sorted(instance.jobs, key=lambda j: (not j.pinned, not urgent(instance, j), -j.weight, not j.running, j.id))
+    return sorted(instance.jobs, key=lambda j: (not j.pinned, -j.weight, not j.running, j.id))
 
 
 def types_by_speed(instance: Instance, job: Job) -> list[str]:

@@ -31,6 +31,10 @@ Semantics worth knowing:
   control, due jobs are lifted above every other job, unattainable ones are demoted to
   best-effort, and rounds carry their ``deadline_s`` / ``remaining_s``
   (:mod:`optsched.sim.deadlines`).
+* ``SimConfig.preemption`` (``"auto"``: the policy's own; FIFO does not preempt): without
+  preemption every running job is pinned (job ``preemptible=False``) and the head of the queue,
+  when it fits in the GPUs left, weighs more than all other waiting jobs together
+  (:func:`pins_running_jobs`, docs/simulator.md "Preemption").
 * ``SimConfig.fairness = "drf"`` makes every round a DRF round (``round.fairness``): each job
   carries its trace ``tenant`` (jobs without one form one tenant; with ``tenant_quotas`` too, only
   the tenants the quotas name), and the allocator maximises the smallest dominant share first;
@@ -59,12 +63,26 @@ from optsched.sim import deadlines as slo_mod
 from optsched.sim.policies import QueuePolicy, QueueState
 from optsched.sim.workload import SimJob, Workload
 
-__all__ = ["Allocator", "SimConfig", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate", "simulate_steps"]
+__all__ = ["PREEMPTION", "Allocator", "SimConfig", "pins_running_jobs", "SimResult", "SimulationError", "SolveRoundAllocator", "simulate", "simulate_steps"]
 
 #: An allocator: a round instance in, its schedule (or a full :class:`Result`) out.
 Allocator = Callable[[Instance], "Schedule | Result"]
 
 _EPS = 1e-9
+
+#: the values of ``SimConfig.preemption``
+PREEMPTION = ("auto", "none", "allowed")
+
+
+def pins_running_jobs(config: SimConfig, policy: QueuePolicy, deadlines: bool = False) -> bool:
+    """Whether rounds pin the running jobs: ``SimConfig.preemption`` resolved against the policy.
+    ``"auto"`` pins them under a non-preemptive policy (FIFO) unless a round policy of the run
+    works by preempting: tenant quotas (reclaim), deadline jobs (``deadlines``: a due job
+    preempts best-effort work) or DRF/HUG fairness (shares re-balanced every round)."""
+    if config.preemption == "auto":
+        needs = config.tenant_quotas is not None or deadlines or config.slo_share > 0 or config.fairness is not None
+        return not getattr(policy, "preemptive", True) and not needs
+    return config.preemption == "none"
 
 
 class SimulationError(RuntimeError):
@@ -156,6 +174,13 @@ class SimConfig:
     #: carries an ``elastic`` spec are elastic whatever the share)
     elastic_share: float = 0.0
     elastic_seed: int = 0
+    #: ``"none"``: a running job is never preempted or moved (rounds pin it: job ``preemptible``
+    #: false; its cores and memory may still change); ``"allowed"``: the allocator may stop or move
+    #: any running job; ``"auto"``: the queue policy's own semantics (``policy.preemptive``: FIFO
+    #: does not preempt, LAS, SRTF and the others do), except that round policies which work by
+    #: preempting (tenant quotas, deadline jobs, DRF/HUG fairness) make it ``"allowed"``
+    #: (:func:`pins_running_jobs`). Elastic jobs are never pinned.
+    preemption: str = "auto"
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -166,6 +191,10 @@ class SimConfig:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+        if self.preemption not in PREEMPTION:
+            raise InputError("preemption", self.preemption, f"must be one of {list(PREEMPTION)}")
+        if self.preemption == "none" and self.tenant_quotas is not None:
+            raise InputError("preemption", self.preemption, "cannot be combined with tenant_quotas (reclaiming a quota preempts borrowers)")
         if (self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None
                 or self.fairness is not None):
             # the contract's checks, field names and all
@@ -256,9 +285,17 @@ def simulate_steps(
     if n and any(jobs[i].submit_s > jobs[i + 1].submit_s for i in range(n - 1)):
         raise InputError("workload", "unsorted", "jobs must be sorted by submit time")
     node_type = {nd.id: nd.gpu_type for nd in nodes}
+    types = sorted(set(node_type.values()))
+    type_of = {nid: types.index(t) for nid, t in node_type.items()}
+    type_gpus = np.zeros(len(types))
+    for nd in nodes:
+        type_gpus[type_of[nd.id]] += nd.gpus
+    # job x type: the cluster's GPU types each job may use (for the queue window's backfill)
+    allowed = np.array([[j.gpu_speed is None or t in j.gpu_speed for t in types] for j in jobs], dtype=bool).reshape(len(jobs), len(types))
     caps = np.array([[nd.gpus, nd.cpus, nd.mem_gb] for nd in nodes], dtype=np.float64).sum(axis=0) if nodes else np.zeros(3)
     total_gpus = float(caps[0])
     R = cfg.round_s
+    pin = pins_running_jobs(cfg, policy, any(j.deadline_s is not None for j in jobs))
     rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves, packing=cfg.packing,
                 packing_tolerance=cfg.packing_tolerance, fairness=cfg.fairness)
 
@@ -331,14 +368,31 @@ def simulate_steps(
                 w = slo_mod.due_weights(w, due)
                 rem_d = remaining[active] / demand_thr[active]
                 slo_live = {int(j): (float(deadline[j] - t), float(r)) for j, r in zip(active[admitted], rem_d[admitted], strict=True)}
-            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs)
+            free = None
+            if cfg.queue_window is not None or pin:
+                free = type_gpus.copy()
+                for j in active[running_now]:
+                    for nid, k in assign[j].nodes.items():
+                        free[type_of[nid]] -= k
+            if pin and not running_now.all():
+                # a queue that does not preempt starts its head first: when the first waiting job
+                # fits in the GPUs the pinned running jobs leave, it is worth more than any set of
+                # waiting jobs that could take them (the rest backfill)
+                wait = np.flatnonzero(~running_now)
+                h = wait[np.argmax(w[wait])]
+                if (allowed[active[h]] & (gpus[active[h]] <= free)).any():
+                    head = np.zeros(active.size, dtype=bool)
+                    head[h] = True
+                    w = slo_mod.due_weights(w, head)
+            sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs,
+                         free if cfg.queue_window is not None else None, allowed)
             w_sel = w[np.searchsorted(active, sel)]
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             if slo_live:
                 last_sig = None  # deadlines tighten every round: solve again
             solve_s, solve_cpu, objective, gap, solved = 0.0, 0.0, math.nan, math.nan, 0.0
             if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
-                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds, slo_live)
+                inst = _instance(f"{cfg.name}-t{int(t)}", nodes, rnd, jobs, sel, w_sel, assign, base, speeds, slo_live, pin)
                 t0, c0 = time.perf_counter(), time.process_time()
                 out = yield inst
                 solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -440,7 +494,8 @@ def simulate_steps(
         "name": cfg.name,
         "policy": policy.name,
         "allocator": allocator_name,
-        "config": {k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged")},
+        "config": {**{k: getattr(cfg, k) for k in ("round_s", "fair", "queue_window", "queue_min_jobs", "horizon_s", "reuse_unchanged",
+                                                   "preemption")}, "pinned": pin},
         "round_policies": {"tenant_quotas": None if cfg.tenant_quotas is None else dict(cfg.tenant_quotas), "max_moves": cfg.max_moves,
                            "fairness": cfg.fairness,
                            "slo_share": cfg.slo_share, "slo_slack": cfg.slo_slack, "slo_seed": cfg.slo_seed,
@@ -536,18 +591,34 @@ def _policy_extras(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], total_gpus
 
 
 def _offer(
-    active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None, min_jobs: int
+    active: np.ndarray, w: np.ndarray, running: np.ndarray, gpus: np.ndarray, total_gpus: float, window: float | None, min_jobs: int,
+    free: np.ndarray | None = None, allowed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Job indices offered this round: every running job, then waiting ones by weight until their
-    GPUs reach ``window`` x the cluster's GPUs (the one crossing it included) and at least
-    ``min_jobs`` of them (so a few huge jobs at the head cannot hide the whole queue). Sorted."""
+    """Job indices offered this round, sorted: every running job, then waiting ones by weight
+    until their GPUs reach ``window`` x the cluster's GPUs (the one crossing it included) and at
+    least ``min_jobs`` of them (so a few huge jobs at the head cannot hide the whole queue).
+
+    Backfill: with ``free`` (GPUs per type not held by running jobs) and ``allowed`` (job x type,
+    the types each job may use), later waiting jobs that fit in the free GPUs of a type they may
+    use join, in weight order, until the offered jobs that fit could fill the free GPUs ``window``
+    times over. So a queue whose head is a backlog of gangs too big for the free GPUs never hides
+    the smaller jobs that could use them (formulations/simulator.md, "Queue window")."""
     if window is None:
         return active
     waiting = active[~running]
     order = np.lexsort((waiting, -w[~running]))
-    cum = np.cumsum(gpus[waiting[order]])
+    ranked = waiting[order]
+    cum = np.cumsum(gpus[ranked])
     k = max(int(np.searchsorted(cum, window * total_gpus, side="left")) + 1, min_jobs)
-    return np.sort(np.concatenate([active[running], waiting[order[:k]]]))
+    chosen = ranked[:k]
+    if free is not None and allowed is not None and k < ranked.size and free.sum() > 0:
+        fits = (allowed[ranked] & (gpus[ranked][:, None] <= free[None, :])).any(axis=1)
+        need = window * float(free.sum()) - float(gpus[chosen][fits[:k]].sum())
+        if need > 0:
+            extra = ranked[k:][fits[k:]]
+            m = int(np.searchsorted(np.cumsum(gpus[extra]), need, side="left")) + 1
+            chosen = np.concatenate([chosen, extra[:m]])
+    return np.sort(np.concatenate([active[running], chosen]))
 
 
 def _slo_step(
@@ -587,7 +658,7 @@ def _slo_step(
 def _instance(
     name: str, nodes: tuple[Node, ...], rnd: Round, jobs: tuple[SimJob, ...], sel: np.ndarray, w: np.ndarray,
     assign: list[Assignment | None], base: list[Job | None], speeds: dict[Any, Mapping[str, float]],
-    slo_live: Mapping[int, tuple[float, float]] | None = None,
+    slo_live: Mapping[int, tuple[float, float]] | None = None, pin: bool = False,
 ) -> Instance:
     out = []
     for k, j in enumerate(sel):
@@ -598,8 +669,17 @@ def _instance(
             b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant, elastic=s.elastic,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
-        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j))))
-    return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+        out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j)),
+                               pinned=pin and a is not None and b.elastic is None))
+    try:
+        return Instance(name=name, nodes=nodes, jobs=tuple(out), round=rnd)
+    except InputError as e:
+        # a fair round whose pinned jobs' cheapest fair points outgrow their nodes (their
+        # current points fit, but the round does not carry them): no pins this round
+        if not pin or not str(e.field).startswith("jobs.preemptible"):
+            raise
+        return Instance(name=name, nodes=nodes, jobs=tuple(_with_state(j, j.weight, j.placement, None, pinned=False) for j in out),
+                        round=rnd)
 
 
 def _round_tenant(rnd: Round, tenant: str) -> str | None:
@@ -621,7 +701,7 @@ def _interned(job: Job, speeds: dict[tuple[tuple[str, float], ...], Mapping[str,
 
 
 def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None,
-                deadline: tuple[float, float] | None = None) -> Job:
+                deadline: tuple[float, float] | None = None, pinned: bool = False) -> Job:
     """``replace(base, weight=..., placement=...)`` (and ``deadline_s``, ``remaining_s`` from
     ``deadline``) without re-validating the profile, which is most of a round's build time. Safe
     because the values are already valid: the engine has checked the weight (finite, > 0), the
@@ -631,6 +711,7 @@ def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None,
     job.__dict__.update(base.__dict__)
     job.__dict__["weight"] = weight
     job.__dict__["placement"] = placement
+    job.__dict__["preemptible"] = not pinned
     if deadline is not None:
         job.__dict__["deadline_s"] = max(0.0, deadline[0])
         job.__dict__["remaining_s"] = max(deadline[1], 1e-9)

@@ -189,6 +189,7 @@ def run(
     config: SimConfig | None = None,
     validate: bool = True,
     deterministic_time: float | None = None,
+    shadow: str | None = None,
     **solver_options: Any,
 ) -> SimResult:
     """Simulate ``setup`` under a queue ``policy`` (name) and an ``allocator``: a registered
@@ -196,17 +197,22 @@ def run(
     (:class:`~optsched.sim.allocators.AtDemand`: placement without fungibility). ``validate=False``
     skips ``solve_round``'s per-round check (see :class:`~optsched.sim.engine.SolveRoundAllocator`).
 
-    ``deterministic_time`` bounds each round of a :data:`DETERMINISTIC_TIME_SOLVERS` allocator by
-    CP-SAT deterministic seconds (``time_limit`` stays as a wall-clock cap), so that its rounds
-    do not depend on the machine's load; :data:`TIME_FREE_SOLVERS` ignore it (they are
+    ``deterministic_time`` bounds each round of a :data:`DETERMINISTIC_TIME_SOLVERS` allocator (and
+    shadow) by CP-SAT deterministic seconds (``time_limit`` stays as a wall-clock cap), so that its
+    rounds do not depend on the machine's load; :data:`TIME_FREE_SOLVERS` ignore it (they are
     deterministic anyway) and other allocators refuse it (:func:`check_deterministic_time`).
 
-    The result's ``info["manifest"]`` records every setting that changes the result and
-    ``info["run_id"]`` a short stable hash of it (:func:`optsched.sim.metrics.run_id`).
+    ``shadow`` (a solver name) also solves every round with that solver on the same state
+    (:class:`~optsched.sim.shadow.Shadowed`): ``info["shadow"]`` holds the comparison and
+    ``info["shadow_rounds"]`` the per-round records.
+
+    The result's ``info["manifest"]`` records every setting that changes the result (or what is
+    recorded of it) and ``info["run_id"]`` a short stable hash of it
+    (:func:`optsched.sim.metrics.run_id`).
     """
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
-    check_deterministic_time([allocator], deterministic_time)
+    check_deterministic_time([allocator] if shadow is None else [allocator, shadow], deterministic_time)
     solver, _, variant = allocator.partition("@")
     given = dict(solver_options)
     if deterministic_time is not None and solver in DETERMINISTIC_TIME_SOLVERS:
@@ -218,17 +224,27 @@ def run(
         from optsched.sim.allocators import AtDemand
 
         alloc = AtDemand(alloc)
+    if shadow is not None:
+        from optsched.sim.shadow import Shadowed
+
+        dt = {"deterministic_time": float(deterministic_time)} if deterministic_time is not None and shadow in DETERMINISTIC_TIME_SOLVERS else {}
+        alloc = Shadowed(alloc, {shadow: SolveRoundAllocator(shadow, time_limit=time_limit, seed=seed, validate=validate, hint=False, **dt)})
     cfg = config or SimConfig()
     if cfg.name == "sim":
         cfg = replace(cfg, name=f"{policy}-{allocator}")
     res = simulate(setup.workload, setup.nodes, get_policy(policy), alloc, cfg)
+    if shadow is not None:
+        from optsched.sim.shadow import shadow_summary
+
+        res.info["shadow"] = {"allocator": shadow, **shadow_summary(alloc.records, shadow)}
+        res.info["shadow_rounds"] = alloc.records
     res.info["setup"] = dict(setup.settings)
     res.info["time_limit"] = time_limit
     res.info["deterministic_time"] = deterministic_time
     res.info["seed"] = seed
     res.info["validated"] = validate
     res.info["manifest"] = manifest(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg,
-                                    deterministic_time=deterministic_time, solver_options=given)
+                                    deterministic_time=deterministic_time, solver_options=given, shadow=shadow)
     from optsched.sim.metrics import run_id
 
     res.info["run_id"] = run_id(res.info["manifest"])
@@ -242,10 +258,12 @@ _DERIVED = ("cluster_summary", "offered_load", "jobs")
 
 
 def manifest(setup: Setup, *, policy: str, allocator: str, time_limit: float, seed: int, config: SimConfig,
-             deterministic_time: float | None = None, solver_options: dict[str, Any] | None = None) -> dict[str, Any]:
+             deterministic_time: float | None = None, solver_options: dict[str, Any] | None = None,
+             shadow: str | None = None) -> dict[str, Any]:
     """Every setting that changes a run's result: the set-up (trace and its sha256, window,
     load, cluster, model seed, schema, ...), every :class:`SimConfig` field (but its name, the
-    progress bar and ``check``), the policy, the allocator, its time limits, seed and options.
+    progress bar and ``check``), the policy, the allocator, its time limits, seed and options, and
+    the shadow solver (which changes what a run records).
     Values derived from these (the offered load, the job count, the rate multiplier that a
     target load gives) are left out, so the manifest holds inputs only."""
     inputs = {k: v for k, v in setup.settings.items() if k not in _DERIVED}
@@ -253,7 +271,7 @@ def manifest(setup: Setup, *, policy: str, allocator: str, time_limit: float, se
         inputs.pop("load", None)
     return {
         "policy": policy, "allocator": allocator, "seed": seed, "time_limit": time_limit, "deterministic_time": deterministic_time,
-        "solver_options": dict(sorted((solver_options or {}).items())),
+        "solver_options": dict(sorted((solver_options or {}).items())), "shadow": shadow,
         "setup": inputs,
         "config": {f.name: getattr(config, f.name) for f in fields(config) if f.name not in _NOT_RESULT},
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -44,7 +44,9 @@ class QueuePolicy(Protocol):
     """``weights(state)``: one weight > 0 per active job. A policy may also define
     ``stable_for(state) -> float``: seconds from ``state.now`` during which its weights stay the
     same provided no job arrives or finishes and the running jobs keep running; the engine then
-    advances that many rounds at once."""
+    advances that many rounds at once. ``preemptive`` (default true when absent) says whether the
+    policy, as its users know it, stops a running job for a job it ranks higher; the simulator's
+    ``SimConfig(preemption="auto")`` follows it."""
 
     name: str
 
@@ -68,10 +70,13 @@ def _check_spread(spread: float) -> None:
 
 @dataclass(frozen=True)
 class FIFO:
-    """First in, first out: earlier arrivals weigh more."""
+    """First in, first out: earlier arrivals weigh more. Not preemptive: a FIFO scheduler as its
+    users know it (Slurm's, Synergy's) never stops a running job for a later one; waiting jobs
+    backfill the GPUs the head of the queue cannot use."""
 
     spread: float = 100.0
     name: str = "fifo"
+    preemptive: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         _check_spread(self.spread)

@@ -1,0 +1,175 @@
+"""Pinned jobs (job ``preemptible: false``) and the simulator's preemption setting."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from bruteforce import best_with_rules, search_size
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from strategies import tiny_instances
+
+from optsched import check_schedule, solve_round
+from optsched.errors import InputError
+from optsched.model import Elastic, Instance, Job, Node, Profile, Round
+from optsched.schedule import Assignment, Schedule
+from optsched.sim import cluster, policies
+from optsched.sim.engine import SimConfig, SolveRoundAllocator, pins_running_jobs, simulate
+from optsched.sim.literature import SRTF
+from optsched.sim.workload import Trace, build_workload
+
+PINNING = ("cpsat", "lns", "fungible-greedy", "fixed-demand")
+PROF = Profile((2, 4, 8), (16, 32), ((0.6, 0.7), (0.8, 1.0), (1.2, 1.5)))
+
+
+def _node(i, gpus=8, cpus=32, mem=256):
+    return Node(f"n{i}", "V100", gpus, cpus, mem)
+
+
+def _round(jobs, nodes=None, **kw):
+    return Instance(name="pin", nodes=tuple(nodes or (_node(0), _node(1))), jobs=tuple(jobs), round=Round(**kw))
+
+
+def _old_and_young():
+    """An old 8-GPU job pinned on n0 and eight young 1-GPU jobs that together outweigh it; one
+    node only, so running them all means preempting the old one."""
+    old = Job("old", 8, PROF, (4, 32), weight=1.0, placement={"n0": 8}, preemptible=False)
+    young = [Job(f"y{i}", 1, PROF, (4, 32), weight=0.5) for i in range(8)]
+    return _round([old, *young], nodes=[_node(0)])
+
+
+@pytest.mark.parametrize("method", PINNING)
+def test_every_pinning_method_keeps_the_pinned_job_where_it_runs(method):
+    inst = _old_and_young()
+    res = solve_round(inst, solver=method, time_limit=2.0, seed=0)
+    assert res.schedule.jobs["old"].nodes == {"n0": 8}
+    assert check_schedule(inst, res.schedule).feasible
+    # without the pin the round is worth more by preempting it (the exact method finds that)
+    if method == "cpsat":
+        free = replace(inst, jobs=tuple(replace(j, preemptible=True) for j in inst.jobs))
+        assert "old" not in solve_round(free, solver="cpsat", time_limit=2.0).schedule.jobs
+
+
+@pytest.mark.parametrize("method", ["scip", "cbc", "pulp", "maifs"])
+def test_methods_without_pinned_jobs_refuse_the_round_by_name(method):
+    with pytest.raises(InputError, match="preemption"):
+        solve_round(_old_and_young(), solver=method, time_limit=1.0)
+
+
+def test_checker_rule_8_names_a_pinned_job_left_out_or_moved():
+    inst = _round([Job("p", 4, PROF, (2, 16), placement={"n0": 4}, preemptible=False), Job("q", 4, PROF, (2, 16))])
+    out = check_schedule(inst, Schedule("pin", {"q": Assignment({"n0": 4}, 2, 16)}))
+    assert [v.rule for v in out] == [8] and "left out" in str(out[0])
+    moved = check_schedule(inst, Schedule("pin", {"p": Assignment({"n1": 4}, 2, 16)}))
+    assert [v.rule for v in moved] == [8] and "moved" in str(moved[0])
+    # its grid point may change
+    assert check_schedule(inst, Schedule("pin", {"p": Assignment({"n0": 4}, 8, 32)})).feasible
+
+
+def test_pinned_jobs_in_json_and_their_refusals():
+    inst = _round([Job("p", 4, PROF, (2, 16), placement={"n0": 4}, preemptible=False)])
+    d = inst.to_dict()
+    assert d["jobs"][0]["preemptible"] is False and d["version"] >= 2
+    assert Instance.from_dict(d) == inst
+    with pytest.raises(InputError, match="preemptible"):
+        Job("p", 4, PROF, (2, 16), preemptible="no")
+    with pytest.raises(InputError, match="elastic"):
+        Job("e", 4, PROF, (2, 16), elastic=Elastic((2, 4), (0.6, 1.0)), preemptible=False)
+    with pytest.raises(InputError, match="tenants"):
+        _round([Job("p", 4, PROF, (2, 16), placement={"n0": 4}, preemptible=False, tenant="a")], tenants={"a": 4})
+    # pinned jobs that cannot fit where they run even at their cheapest points: no schedule keeps them
+    two = [Job(f"p{i}", 8, PROF, (2, 16), placement={"n0": 8}, preemptible=False) for i in range(2)]
+    with pytest.raises(InputError, match="n0"):
+        _round(two)
+
+
+@st.composite
+def _pinned_rounds(draw):
+    inst = draw(tiny_instances(max_nodes=3, max_jobs=4))
+    jobs = list(inst.jobs)
+    for i, j in enumerate(jobs):
+        if j.placement is not None and draw(st.booleans()):
+            trial = [*jobs[:i], replace(j, preemptible=False), *jobs[i + 1:]]
+            try:
+                replace(inst, jobs=tuple(trial))
+            except InputError:
+                continue
+            jobs = trial
+    return replace(inst, jobs=tuple(jobs))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(_pinned_rounds())
+def test_pinned_rounds_are_kept_by_every_method_and_cpsat_is_exact(inst):
+    assume(any(j.pinned for j in inst.jobs))
+    assume(search_size(inst) <= 20_000)
+    best = best_with_rules(inst)
+    for method in PINNING:
+        res = solve_round(inst, solver=method, time_limit=0.5, seed=0)  # solve_round checks every rule
+        assert res.objective <= best + 1e-6 * max(1.0, best)
+        if method == "cpsat" and res.status.value == "optimal":
+            assert res.objective == pytest.approx(best, rel=1e-6, abs=1e-6)
+
+
+def test_preemption_setting_resolves_against_the_policy():
+    assert pins_running_jobs(SimConfig(), policies.FIFO())
+    assert not pins_running_jobs(SimConfig(), policies.LAS())
+    assert not pins_running_jobs(SimConfig(), SRTF())
+    assert pins_running_jobs(SimConfig(preemption="none"), policies.LAS())
+    assert not pins_running_jobs(SimConfig(preemption="allowed"), policies.FIFO())
+    # round policies that work by preempting
+    assert not pins_running_jobs(SimConfig(slo_share=0.5), policies.FIFO())
+    assert not pins_running_jobs(SimConfig(fairness="drf"), policies.FIFO())
+    assert not pins_running_jobs(SimConfig(), policies.FIFO(), deadlines=True)
+    with pytest.raises(InputError, match="preemption"):
+        SimConfig(preemption="never")
+    with pytest.raises(InputError, match="tenant_quotas"):
+        SimConfig(preemption="none", tenant_quotas={"a": 8})
+
+
+def _stream():
+    """An old 8-GPU job, then eight 1-GPU jobs that together outweigh it under FIFO's weights."""
+    ids = ["old", *(f"y{i}" for i in range(8))]
+    sub = [0.0, *(10.0 + i for i in range(8))]
+    dur = [3000.0, *([600.0] * 8)]
+    g = [8, *([1] * 8)]
+    tr = Trace.from_columns("pin", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["resnet18"] * 9})
+    nodes = cluster.homogeneous(1, gpus=8, cpus=64, mem_gb=512)
+    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy"])
+def test_fifo_never_preempts_an_older_running_job_unless_told_to(solver):
+    wl, nodes = _stream()
+    cfg = SimConfig(round_s=300.0, progress=False, check=True)
+    fifo = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), cfg)
+    assert fifo.jobs["preemptions"].sum() == 0 and fifo.info["config"]["pinned"]
+    assert fifo.jobs["start_s"][0] == 0.0 and fifo.jobs["finish_s"][0] <= 3000.0 + 1e-6
+    if solver == "cpsat":  # the exact round trades the old job for the eight young ones when it may
+        free = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), replace(cfg, preemption="allowed"))
+        assert free.jobs["preemptions"][0] >= 1
+
+
+def _head_gang_stream():
+    """A 16-GPU gang at the head of the queue and eight younger 2-GPU jobs that together
+    outweigh it under FIFO's weights and take the same 16 GPUs."""
+    ids = ["gang", *(f"y{i}" for i in range(8))]
+    sub = [0.0] * 9  # all at once; FIFO ranks ties in trace order
+    dur = [600.0] * 9
+    g = [16, *([2] * 8)]
+    tr = Trace.from_columns("head", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["gnmt"] * 9})
+    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=512)
+    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy", "fixed-demand"])
+def test_a_queue_that_does_not_preempt_starts_its_head_first_when_it_fits(solver):
+    wl, nodes = _head_gang_stream()
+    cfg = SimConfig(round_s=300.0, progress=False, check=True)
+    fifo = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), cfg)
+    start = dict(zip(fifo.jobs["id"], fifo.jobs["start_s"], strict=True))
+    assert start["gang"] == 0.0 and all(start[f"y{i}"] >= 300.0 for i in range(8))
+    if solver == "cpsat":  # with preemption allowed the weights alone rule: the exact round runs the eight first
+        free = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), replace(cfg, preemption="allowed"))
+        assert dict(zip(free.jobs["id"], free.jobs["start_s"], strict=True))["gang"] > 0.0
