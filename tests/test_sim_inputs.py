@@ -284,3 +284,16 @@ def test_a_shadowed_run_has_its_own_files(tmp_path, capsys):
     assert json.loads((out / f"{stem}.metrics.json").read_text())["manifest"]["shadow"] == "fixed-demand"
     assert main([*base, "--shadow", "scip", "--deterministic-time", "1"]) == 2
     assert "scip" in capsys.readouterr().err
+
+
+def test_a_synthetic_run_id_covers_its_text_and_its_source_file(tmp_path):
+    src = _write(tmp_path, "src.csv", NORMALIZED)
+    kw = {"policy": "las", "allocator": "fixed-demand", "time_limit": 5.0, "seed": 0, "config": ex.SimConfig()}
+
+    def rid(text):
+        return run_id(ex.manifest(ex.prepare(text, cluster="2x8"), **kw))
+
+    a = rid(f"synthetic:parametric:jobs=20,duration=trace,sizes=trace,source={src}")
+    assert a != rid(f"synthetic:parametric:jobs=21,duration=trace,sizes=trace,source={src}")
+    src.write_text(NORMALIZED.replace("600,1", "700,1"))
+    assert a != rid(f"synthetic:parametric:jobs=20,duration=trace,sizes=trace,source={src}")

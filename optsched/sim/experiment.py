@@ -109,10 +109,14 @@ def open_trace(trace: str | Path, fmt: str = "auto", *, seed: int = 0, schema: w
 
 
 def _trace_digest(trace: str | Path) -> str | None:
-    """sha256 of the trace file's bytes (``None`` for a synthetic trace or a missing file)."""
+    """sha256 of the trace file's bytes (``None`` for a missing file); for a synthetic trace, of
+    the file it resamples (``source=``), else ``None`` (its text says everything)."""
     text = str(trace)
     if text.startswith(SYNTHETIC_PREFIX):
-        return None
+        m = re.search(r"(?:^|[:,])source=([^,]+)", text[len(SYNTHETIC_PREFIX):])
+        if m is None:
+            return None
+        text = m.group(1).strip()
     p = sample_trace_path() if text == SAMPLE else Path(text)
     try:
         return hashlib.sha256(p.read_bytes()).hexdigest()

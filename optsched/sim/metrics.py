@@ -87,10 +87,11 @@ def run_id(manifest: Mapping[str, Any]) -> str:
     """A short stable hash (6 hex digits of a sha256) of a run's manifest
     (:func:`optsched.sim.experiment.manifest`): runs that differ in any setting that changes the
     result get different ids. Where the trace file's sha256 is known its path is left out, so that
-    the same trace read from another place gives the same id."""
+    the same trace read from another place gives the same id (a synthetic trace keeps its text,
+    and the sha256 is that of the file it resamples)."""
     doc = _jsonable(manifest)
     setup = doc.get("setup")
-    if isinstance(setup, dict) and setup.get("trace_sha256"):
+    if isinstance(setup, dict) and setup.get("trace_sha256") and not str(setup.get("trace", "")).startswith("synthetic:"):
         doc = {**doc, "setup": {k: v for k, v in setup.items() if k != "trace"}}
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:6]
