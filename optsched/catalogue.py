@@ -44,6 +44,7 @@ from optsched.errors import InputError
 from optsched.model import Profile
 
 __all__ = [
+    "ALIASES",
     "CPU_GRIDS",
     "FAIR_SHARE",
     "FAMILIES",
@@ -54,6 +55,7 @@ __all__ = [
     "DEFAULT_MIX",
     "ModelSpec",
     "calibration_report",
+    "canonical_model",
     "demand",
     "gpu_speeds",
     "model_spec",
@@ -175,12 +177,26 @@ GPU_SPEEDS: Mapping[str, Mapping[str, float]] = MappingProxyType({
 })
 
 
+#: other names of catalogue models: Synergy's names (its profiles and simulator call ResNet-18
+#: ``res18``); every name a trace's ``model`` column, a mix or an API call takes goes through
+#: :func:`canonical_model`
+ALIASES: Mapping[str, str] = MappingProxyType({s.synergy_key: s.name for s in _SPECS if s.synergy_key and s.synergy_key != s.name})
+
+
+def canonical_model(model: str) -> str:
+    """The catalogue name of ``model`` (a catalogue name or an :data:`ALIASES` key); unknown
+    names raise :class:`InputError` naming the value and the known names."""
+    if isinstance(model, str):
+        if model in MODELS:
+            return model
+        if model in ALIASES:
+            return ALIASES[model]
+    raise InputError("model", model, f"unknown model; known: {sorted(MODELS)} (aliases: {dict(ALIASES)})")
+
+
 def model_spec(model: str) -> ModelSpec:
-    """The :class:`ModelSpec` of ``model``; unknown names raise :class:`InputError`."""
-    try:
-        return MODELS[model]
-    except (KeyError, TypeError):
-        raise InputError("model", model, f"unknown model; known: {sorted(MODELS)}") from None
+    """The :class:`ModelSpec` of ``model`` (a catalogue name or an alias); unknown names raise :class:`InputError`."""
+    return MODELS[canonical_model(model)]
 
 
 def _grid(grid: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -235,8 +251,9 @@ def _mix_weights(mix: Mapping[str, float] | None) -> tuple[list[str], np.ndarray
     for key, w in mix.items():
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise InputError(f"mix.{key}", w, "must be a finite weight >= 0")
-        if key in MODELS:
-            weights[key] = weights.get(key, 0.0) + float(w)
+        if key in MODELS or key in ALIASES:
+            name = canonical_model(key)
+            weights[name] = weights.get(name, 0.0) + float(w)
         elif key in FAMILIES:
             members = [s.name for s in _SPECS if s.family == key]
             for name in members:

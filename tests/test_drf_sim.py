@@ -74,7 +74,7 @@ def test_cli_simulate_with_fairness(tmp_path, fairness):
     rc = main(["simulate", str(trace), "--cluster", "1x8", "--policy", "fifo", "--allocator", "fungible-greedy", "--time-limit", "1",
                "-o", str(out), "--check", "--no-progress", "--fairness", fairness, "--restart", "0"])
     assert rc == 0
-    doc = json.loads((out / "fifo-fungible-greedy-s0.metrics.json").read_text())
+    doc = json.loads(next(out.glob("fifo-fungible-greedy-s0-*.metrics.json")).read_text())  # -<run id>
     assert doc["run"]["round_policies"]["fairness"] == fairness and doc["metrics"]["finished"] == 3
     assert doc["metrics"]["preemptions"] == 1  # vc2's job takes one of vc1's two 4-GPU slots at the next boundary
     assert main(["simulate", str(trace), "--fairness", "max-min", "-o", str(out), "--no-progress"]) == 2

@@ -107,6 +107,6 @@ def test_cli_simulate_with_elastic_jobs(tmp_path, capsys):
     rc = main(["simulate", str(trace), "--cluster", "1x8", "--policy", "fifo", "--allocator", "fungible-greedy", "--time-limit", "1",
                "-o", str(out), "--check", "--no-progress", "--elastic-share", "1"])
     assert rc == 0
-    doc = json.loads((out / "fifo-fungible-greedy-s0.metrics.json").read_text())
+    doc = json.loads(next(out.glob("fifo-fungible-greedy-s0-*.metrics.json")).read_text())  # -<run id>
     assert doc["metrics"]["finished"] == 4 and doc["run"]["round_policies"]["elastic_share"] == 1.0
     assert main(["simulate", str(trace), "--elastic-share", "2", "-o", str(out), "--no-progress"]) == 2

@@ -98,9 +98,10 @@ def test_simulate_verb(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "las/fungible-greedy" in table and "fifo/fixed-demand" in table
     for stem in ("fifo-fixed-demand-s0", "las-fungible-greedy-s0"):
-        doc = json.loads((out / f"{stem}.metrics.json").read_text())
+        (path,) = out.glob(f"{stem}-*.metrics.json")  # <policy>-<allocator>-s<seed>-<run id>
+        doc = json.loads(path.read_text())
         assert doc["metrics"]["finished"] == 5
-        assert (out / f"{stem}.jobs.csv").exists()
+        assert path.with_name(path.name.replace(".metrics.json", ".jobs.csv")).exists()
     assert (out / "runs.png").exists()
 
 
@@ -138,7 +139,7 @@ def test_simulate_verb_with_the_exact_allocator(tmp_path, capsys):
                "--time-limit", "2", "-o", str(out), "--check", "--no-progress", "--plot", "--seed", "4"])
     assert rc == 0
     assert "las/cpsat@demand" in capsys.readouterr().out
-    docs = {a: json.loads((out / f"las-{a}-s4.metrics.json").read_text()) for a in ("cpsat", "cpsat@demand")}
+    docs = {a: json.loads(next(out.glob(f"las-{a}-s4-*.metrics.json")).read_text()) for a in ("cpsat", "cpsat@demand")}
     assert all(d["metrics"]["finished"] == 5 for d in docs.values())
     assert docs["cpsat"]["run"]["checked_rounds"] > 0
     assert (out / "runs.png").exists()

@@ -207,3 +207,11 @@ def test_overriding_a_quantile_replaces_the_presets_quantiles():
     assert (spec.median_s, spec.p90_s, spec.p99_s) == (600.0, 7200.0, None)
     with pytest.raises(InputError, match="median_s"):
         parse_spec("gang-heavy:p99_s=30h")  # a p99 alone is not a distribution
+
+
+def test_the_docstring_example_runs():
+    import doctest
+
+    from optsched.sim import synthetic
+
+    assert doctest.testmod(synthetic).failed == 0

@@ -43,7 +43,7 @@ d,40,0,1,1.0,,,,,,,0,,,
 """)
     tr = load_normalized(p)
     assert tr.job_id == ("a", "b")
-    assert tr.submit_s.tolist() == [10.0, 20.0]
+    assert tr.submit_s.tolist() == [0.0, 10.0]  # rebased: the first arrival is at 0, as in every loader
     assert tr.gpus.tolist() == [1, 2]
     assert tr.cpu_cores[0] == 6 and np.isnan(tr.cpu_cores[1])
     assert tr.model == ("", "cpu") and tr.gpu_type == ("V100|T4", "")

@@ -1,19 +1,26 @@
 """``optsched simulate``: replay a trace window on a cluster under queue policies x allocators.
 
-Writes ``<out>/<policy>-<allocator>-s<seed>.metrics.json`` and ``.jobs.csv`` per run, prints a
-summary table, and with ``--plot`` draws JCT CDFs, queue and utilisation timelines side by side.
+Writes ``<out>/<policy>-<allocator>-s<seed>-<id>.metrics.json`` and ``.jobs.csv`` per run, where
+``<id>`` is a short hash of every setting that changes the result (the metrics JSON's ``manifest``
+lists them), so runs that differ never overwrite each other; prints a summary table, and with
+``--plot`` draws JCT CDFs, queue and utilisation timelines side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from optsched.errors import InputError
 
+if TYPE_CHECKING:
+    from optsched.sim.workload import CsvSchema
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios; or "
+    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios (or any layout "
+                                 "with --columns/--schema); 'sample' for the bundled two days of the Philly trace; or "
                                  "synthetic:PRESET[:KEY=VALUE,...] to generate one (presets parametric, synergy, gang-heavy, "
                                  "philly-multi; e.g. synthetic:gang-heavy:jobs=500,gpus=176,load=1.1; the seed is --seed "
                                  "unless given)")
@@ -74,13 +81,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", action="store_true", help="write <out>/runs.png comparing the runs")
     p.add_argument("--check", action="store_true", help="re-check every round's schedule with the independent checker")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # real traces of any layout, reproducible budgets
+    p.add_argument("--columns", default=None,
+                   help="read a CSV of another layout: FIELD=COLUMN pairs, e.g. submit=submitted_at,gpus=num_chips,duration=run_s "
+                        "(fields: id, submit, duration or end [start], gpus, gpu_fraction, cpu_cores, mem_gib, cpus_per_gpu, "
+                        "mem_per_gpu_gb, tenant, gpu_type, model); adds to --schema's columns")
+    p.add_argument("--time-unit", default=None, choices=("s", "ms", "us", "min", "h"),
+                   help="unit of the submit/start/end (and duration) numbers of a --columns/--schema CSV (default s)")
+    p.add_argument("--schema", default=None,
+                   help="JSON or TOML file describing a CSV layout: columns, time_unit, duration_unit, datetime_format, comment")
+    p.add_argument("--deterministic-time", type=float, default=None,
+                   help="per-round budget in CP-SAT deterministic seconds for cpsat and lns, so that results do not depend "
+                        "on the machine's load (--time-limit stays a wall-clock cap); fixed-demand and fungible-greedy are "
+                        "deterministic anyway; other allocators refuse it")
 
 
 def run(args: argparse.Namespace) -> int:
     from optsched.registry import get_method
     from optsched.sim.engine import SimConfig
     from optsched.sim.experiment import parse_duration, prepare, run_grid
-    from optsched.sim.metrics import write_jobs_csv, write_metrics_json
+    from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
     from optsched.sim.policies import POLICIES
 
     policies = [s.strip() for s in args.policy.split(",") if s.strip()]
@@ -106,11 +126,18 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--packing-tolerance", args.packing_tolerance, "must be in [0, 1): the share of a round's worth packing may give up")
     if args.max_moves is not None and args.max_moves < 0:
         raise InputError("--max-moves", args.max_moves, "must be >= 0: the running jobs that may change nodes per round")
+    from optsched.sim.experiment import check_deterministic_time
+
+    try:
+        check_deterministic_time([*allocators, *([args.shadow] if args.shadow else [])], args.deterministic_time)
+    except InputError as e:
+        raise InputError("--deterministic-time", e.value, e.problem) from None
     setup = prepare(
         args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
         length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
         min_duration=args.min_duration, max_duration=args.max_duration, cap_mode=args.cap_mode, seed=args.seed,
         mix=_mix(args.mix), restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
+        schema=_schema(args),
     )
     if len(setup.workload) == 0:
         raise InputError("--start/--length", f"{args.start}/{args.length}", "the window holds no jobs")
@@ -129,19 +156,22 @@ def run(args: argparse.Namespace) -> int:
     if args.shadow is not None:
         get_method(args.shadow)
     pairs = [(pol, a) for pol in policies for a in allocators]
-    extra = {} if args.shadow is None else {"shadow": args.shadow}
+    extra: dict[str, Any] = {} if args.shadow is None else {"shadow": args.shadow}
+    if args.deterministic_time is not None:
+        extra["deterministic_time"] = args.deterministic_time
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
                        workers=args.workers, address=args.address, progress=not args.no_progress, **extra)
     runs = {}
     for (pol, a), res in results.items():
-        stem = out / f"{pol}-{a}-s{args.seed}"
+        stem = run_stem(res)  # <policy>-<allocator>-s<seed>-<hash of every setting that changes the result>
         shadow_rounds = res.info.pop("shadow_rounds", None)
         if shadow_rounds is not None:
             from optsched.sim.shadow import write_rounds_csv
 
-            write_rounds_csv(shadow_rounds, stem.with_suffix(".rounds.csv"))
-        write_metrics_json(res, stem.with_suffix(".metrics.json"))
-        write_jobs_csv(res, stem.with_suffix(".jobs.csv"))
+            write_rounds_csv(shadow_rounds, out / f"{stem}.rounds.csv")
+        write_metrics_json(res, out / f"{stem}.metrics.json")
+        write_jobs_csv(res, out / f"{stem}.jobs.csv")
+        print(f"{pol}/{a}: {out / stem}.metrics.json, .jobs.csv{', .rounds.csv' if shadow_rounds is not None else ''}", file=sys.stderr)
         runs[f"{pol}/{a}"] = res
     print(_table(runs))
     if args.plot:
@@ -149,6 +179,21 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"plot: {plot_runs(runs, out / 'runs.png')}", file=sys.stderr)
     return 0
+
+
+def _schema(args: argparse.Namespace) -> CsvSchema | None:
+    """The CSV layout of ``--schema`` and ``--columns`` (columns merged, ``--columns`` winning),
+    with ``--time-unit``; ``None`` when neither is given."""
+    from optsched.sim.workload import CsvSchema
+
+    if args.schema is None and args.columns is None:
+        if args.time_unit is not None:
+            raise InputError("--time-unit", args.time_unit, "applies only with --columns or --schema")
+        return None
+    columns = CsvSchema.parse_columns(args.columns) if args.columns else {}
+    if args.schema:
+        return CsvSchema.from_file(args.schema, columns=columns, time_unit=args.time_unit)
+    return CsvSchema(columns, time_unit=args.time_unit or "s")
 
 
 def _mix(text: str | None) -> dict[str, float] | None:

@@ -4,6 +4,7 @@ and the files ``optsched simulate`` writes (a metrics JSON and a per-job CSV).""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from optsched.sim.engine import SimResult
 
-__all__ = ["compare", "mean_ci", "read_run", "summarise", "write_jobs_csv", "write_metrics_json"]
+__all__ = ["compare", "mean_ci", "read_run", "run_id", "run_stem", "summarise", "write_jobs_csv", "write_metrics_json"]
 
 
 def _f(x: float) -> float | None:
@@ -82,13 +83,39 @@ def summarise(result: SimResult) -> dict[str, Any]:
     return out
 
 
+def run_id(manifest: Mapping[str, Any]) -> str:
+    """A short stable hash (6 hex digits of a sha256) of a run's manifest
+    (:func:`optsched.sim.experiment.manifest`): runs that differ in any setting that changes the
+    result get different ids. Where the trace file's sha256 is known its path is left out, so that
+    the same trace read from another place gives the same id (a synthetic trace keeps its text,
+    and the sha256 is that of the file it resamples)."""
+    doc = _jsonable(manifest)
+    setup = doc.get("setup")
+    if isinstance(setup, dict) and setup.get("trace_sha256") and not str(setup.get("trace", "")).startswith("synthetic:"):
+        doc = {**doc, "setup": {k: v for k, v in setup.items() if k != "trace"}}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def run_stem(result: SimResult) -> str:
+    """``<policy>-<allocator>-s<seed>-<run_id>``: the file stem ``optsched simulate`` writes a run under."""
+    info = result.info
+    m = info.get("manifest") or {}
+    rid = info.get("run_id") or run_id(m)
+    return f"{m.get('policy', info.get('policy'))}-{m.get('allocator', info.get('allocator'))}-s{m.get('seed', info.get('seed'))}-{rid}"
+
+
 def write_metrics_json(result: SimResult, path: str | Path) -> Path:
-    """``{"run": info, "metrics": summary, "timeline": per-round columns}``."""
+    """``{"manifest": every setting that changes the result, "run": info, "metrics": summary,
+    "timeline": per-round columns}`` (``manifest`` only for runs made by
+    :func:`optsched.sim.experiment.run`)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     timeline = {k: [_f(x) for x in v.tolist()] for k, v in result.rounds.items()}
-    doc = {"run": _jsonable(result.info), "metrics": summarise(result), "timeline": timeline}
-    p.write_text(json.dumps(doc, indent=1) + "\n")
+    info = dict(result.info)
+    head = {"manifest": _jsonable(info.pop("manifest")), "run_id": info.pop("run_id", None)} if "manifest" in info else {}
+    doc = {**head, "run": _jsonable(info), "metrics": summarise(result), "timeline": timeline}
+    p.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return p
 
 
@@ -126,7 +153,10 @@ def read_run(metrics_json: str | Path, jobs_csv: str | Path | None = None) -> Si
                 continue
             vals = [r[col] for r in rows]
             jobs[col] = np.array(vals, dtype=object) if col in text else np.array([float(v) if v != "" else math.nan for v in vals])
-    return SimResult(name=doc["run"].get("name", Path(metrics_json).stem), jobs=jobs, rounds=rounds, info=doc["run"])
+    info = dict(doc["run"])
+    if "manifest" in doc:
+        info["manifest"], info["run_id"] = doc["manifest"], doc.get("run_id")
+    return SimResult(name=info.get("name", Path(metrics_json).stem), jobs=jobs, rounds=rounds, info=info)
 
 
 def _cell(v: Any) -> Any:

@@ -8,7 +8,11 @@ read four formats into it:
 * the Philly per-job CSV of the Pollux artifact (:func:`load_philly`);
 * Alibaba GPU v2023 pod lists (:func:`load_alibaba_pods`);
 * the Helios format ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``
-  (:func:`load_helios`).
+  (:func:`load_helios`);
+* any other CSV layout that a :class:`CsvSchema` describes (:func:`load_csv`).
+
+Every loader skips ``#`` comment lines and rebases submit times so that the first arrival is at
+0; :func:`write_trace_csv` writes a trace in the normalized schema.
 
 :func:`window`, :func:`scale_load` and :func:`cap_sizes` shape a trace; :func:`build_workload`
 turns it into :class:`SimJob` s with a catalogue model, profile, fixed demand and GPU speeds.
@@ -22,11 +26,13 @@ sharing) are replayed as one whole GPU. Both are counted in :attr:`Trace.notes`.
 from __future__ import annotations
 
 import csv
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
@@ -35,7 +41,9 @@ from optsched.errors import InputError
 from optsched.model import Elastic, Node, Profile
 
 __all__ = [
+    "TIME_UNITS",
     "Catalogue",
+    "CsvSchema",
     "SimJob",
     "Trace",
     "Workload",
@@ -44,6 +52,7 @@ __all__ = [
     "default_catalogue",
     "filter_durations",
     "load_alibaba_pods",
+    "load_csv",
     "load_helios",
     "load_normalized",
     "load_philly",
@@ -190,7 +199,7 @@ def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str
     p = Path(path)
     try:
         with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh, fieldnames=list(header) if header else None)
+            reader = csv.DictReader(_uncommented(fh), fieldnames=list(header) if header else None)
             rows = list(reader)
             fields = reader.fieldnames or []
     except FileNotFoundError:
@@ -201,6 +210,11 @@ def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str
     if missing:
         raise InputError(f"{p.name}.columns", list(fields), f"missing required column(s) {missing}")
     return rows
+
+
+def _uncommented(lines: Iterable[str]) -> Iterator[str]:
+    """The lines of a CSV file that are not comments (``#`` first, after blanks) nor empty."""
+    return (line for line in lines if line.strip() and not line.lstrip().startswith("#"))
 
 
 def _num(path: Path, row: int, col: str, text: str | None, *, required: bool = True) -> float:
@@ -254,7 +268,8 @@ def load_normalized(path: str | Path) -> Trace:
 
     Required: ``job_id, submit_time_s, duration_s, num_gpus``. Optional: ``gpu_fraction,
     cpu_cores, mem_gib, tenant, gpu_type, model, cpus_per_gpu, mem_per_gpu_gb``; ``censored``
-    rows are replayed with their (lower-bound) duration and counted in ``notes``.
+    rows are replayed with their (lower-bound) duration and counted in ``notes``. Submit times are
+    rebased so that the first arrival is at 0, as every loader does.
     """
     p = Path(path)
     rows = _read_csv(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
@@ -277,6 +292,7 @@ def load_normalized(path: str | Path) -> Trace:
             cols[c].append(_num(p, i, c, r.get(c), required=False))
         for c in ("tenant", "gpu_type", "model"):
             cols[c].append((r.get(c) or "").strip())
+    _rebase(cols)
     _drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
@@ -415,8 +431,13 @@ _SNIFF = {
 LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios}
 
 
-def load_trace(path: str | Path, fmt: str = "auto") -> Trace:
-    """Load a trace in ``fmt`` (one of :data:`LOADERS`) or guess the format from the header."""
+def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = None) -> Trace:
+    """Load a trace in ``fmt`` (one of :data:`LOADERS`) or guess the format from the header;
+    with a ``schema``, read any CSV layout it describes (:func:`load_csv`)."""
+    if schema is not None:
+        if fmt not in ("auto", "custom"):
+            raise InputError("format", fmt, "a column schema describes the format itself; leave the format at auto")
+        return load_csv(path, schema)
     if fmt != "auto":
         if fmt not in LOADERS:
             raise InputError("format", fmt, f"unknown trace format; known: {['auto', *LOADERS]}")
@@ -424,13 +445,174 @@ def load_trace(path: str | Path, fmt: str = "auto") -> Trace:
     p = Path(path)
     try:
         with p.open(encoding="utf-8") as fh:
-            header = set(next(csv.reader(fh), []))
+            header = set(next(csv.reader(_uncommented(fh)), []))
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     for name, cols in _SNIFF.items():
         if cols <= header:
             return LOADERS[name](p)
-    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format explicitly")
+    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format, or describe the "
+                      "columns with a CsvSchema (optsched simulate --columns / --schema)")
+
+
+# --- any CSV layout, described by a schema -------------------------------------------------------
+
+#: seconds per unit of the time units a schema takes
+TIME_UNITS: Mapping[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
+#: the trace fields a schema can map to CSV columns: ``submit``, ``gpus`` and one of ``duration``
+#: / ``end`` are required (``end`` minus ``start``, or minus ``submit`` without a ``start``)
+SCHEMA_FIELDS = ("id", "submit", "duration", "start", "end", "gpus", "gpu_fraction", "cpu_cores", "mem_gib",
+                 "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")
+
+
+@dataclass(frozen=True)
+class CsvSchema:
+    """How to read a CSV trace of another layout: which column holds each trace field, the unit of
+    the times, a date-time format, and the comment marker.
+
+    ``columns`` maps :data:`SCHEMA_FIELDS` to column names (unmapped fields are absent; ``id``
+    defaults to the row number). ``time_unit`` is the unit of numeric ``submit`` / ``start`` /
+    ``end`` values and ``duration_unit`` that of ``duration`` (default: ``time_unit``), each one of
+    :data:`TIME_UNITS`. Times may instead be date-times: in ``datetime_format`` (``strptime``
+    codes) when given, else ISO 8601; naive ones are UTC. Lines starting with ``comment`` are
+    skipped (every loader skips ``#`` lines).
+    """
+
+    columns: Mapping[str, str]
+    time_unit: str = "s"
+    duration_unit: str | None = None
+    datetime_format: str | None = None
+    comment: str = "#"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.columns, Mapping):
+            raise InputError("columns", self.columns, "must map trace fields to CSV column names")
+        for k, v in self.columns.items():
+            if k not in SCHEMA_FIELDS:
+                raise InputError(f"columns.{k}", v, f"is not a trace field; known: {list(SCHEMA_FIELDS)}")
+            if not isinstance(v, str) or not v.strip():
+                raise InputError(f"columns.{k}", v, "must be a column name")
+        for need in ("submit", "gpus"):
+            if need not in self.columns:
+                raise InputError(f"columns.{need}", None, "is required")
+        if "duration" not in self.columns and "end" not in self.columns:
+            raise InputError("columns.duration", None, "is required (or an end time, columns.end)")
+        for name in ("time_unit", "duration_unit"):
+            u = getattr(self, name)
+            if u is not None and u not in TIME_UNITS:
+                raise InputError(name, u, f"unknown time unit; known: {list(TIME_UNITS)}")
+        if self.datetime_format is not None and (not isinstance(self.datetime_format, str) or "%" not in self.datetime_format):
+            raise InputError("datetime_format", self.datetime_format, "must be a strptime format such as %Y-%m-%d %H:%M:%S")
+        if not isinstance(self.comment, str) or not self.comment:
+            raise InputError("comment", self.comment, "must be a non-empty marker such as #")
+        object.__setattr__(self, "columns", MappingProxyType(dict(self.columns)))
+
+    @staticmethod
+    def parse_columns(text: str) -> dict[str, str]:
+        """``FIELD=COLUMN,...`` (the ``--columns`` option) -> a ``columns`` map (checked when the schema is built)."""
+        cols: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            k, eq, v = part.partition("=")
+            if not eq:
+                raise InputError("columns", text, "must be FIELD=COLUMN pairs separated by commas")
+            cols[k.strip()] = v.strip()
+        return cols
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, columns: Mapping[str, str] | None = None, **settings: Any) -> CsvSchema:
+        """A schema file: JSON (or TOML for ``.toml``) with ``columns`` and optionally
+        ``time_unit``, ``duration_unit``, ``datetime_format`` and ``comment``. ``columns`` are
+        added to (and replace) the file's, and ``settings`` that are not ``None`` replace its."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError("schema", str(p), "no such file") from None
+        try:
+            if p.suffix == ".toml":
+                import tomllib
+
+                doc = tomllib.loads(text)
+            else:
+                doc = json.loads(text)
+        except ValueError as e:
+            raise InputError("schema", str(p), f"is not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}") from None
+        if not isinstance(doc, dict) or "columns" not in doc:
+            raise InputError("schema", str(p), "must be an object with a 'columns' map")
+        unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment"}
+        if unknown:
+            raise InputError("schema", sorted(unknown), "unknown key(s); known: columns, time_unit, duration_unit, datetime_format, comment")
+        if not isinstance(doc["columns"], dict):
+            raise InputError("schema.columns", doc["columns"], "must map trace fields to CSV column names")
+        doc["columns"] = {**doc["columns"], **(columns or {})}
+        doc.update({k: v for k, v in settings.items() if v is not None})
+        return cls(**doc)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": dict(self.columns), "time_unit": self.time_unit, "duration_unit": self.duration_unit,
+                "datetime_format": self.datetime_format, "comment": self.comment}
+
+
+def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
+    """A trace from a CSV of any layout ``schema`` describes (see :class:`CsvSchema`).
+
+    As the other loaders: CPU-only and zero-length jobs dropped, fractional GPUs replayed whole
+    (``gpu_fraction``), each counted in ``notes``; submit times rebased to the first arrival.
+    """
+    p = Path(path)
+    c = schema.columns
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            lines = (ln for ln in fh if ln.strip() and not ln.lstrip().startswith(schema.comment))
+            reader = csv.DictReader(lines)
+            rows = list(reader)
+            header = reader.fieldnames or []
+    except FileNotFoundError:
+        raise InputError("path", str(p), "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("path", str(p), f"cannot be read: {e}") from None
+    missing = sorted({col for col in c.values() if col not in header})
+    if missing:
+        raise InputError(f"{p.name}.columns", list(header), f"missing column(s) {missing} named by the schema")
+    tu, du = TIME_UNITS[schema.time_unit], TIME_UNITS[schema.duration_unit or schema.time_unit]
+
+    def when(i: int, field: str) -> float:
+        text = (rows[i].get(c[field]) or "").strip()
+        try:
+            return float(text) * tu
+        except ValueError:
+            pass
+        try:
+            dt = datetime.strptime(text, schema.datetime_format) if schema.datetime_format else datetime.fromisoformat(text)
+        except ValueError:
+            what = f"a date-time in {schema.datetime_format!r}" if schema.datetime_format else "an ISO date-time"
+            raise InputError(f"{p.name}[row {i}].{c[field]}", text, f"must be a number of {schema.time_unit} or {what}") from None
+        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        frac = _num(p, i, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
+        g = _gpu_count(p, i, c["gpus"], _num(p, i, c["gpus"], r[c["gpus"]]), notes, 1.0 if math.isnan(frac) else frac)
+        if g is None:
+            continue
+        submit = when(i, "submit")
+        if "duration" in c:
+            dur = _num(p, i, c["duration"], r[c["duration"]]) * du
+        else:
+            dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
+        cols["job_id"].append(r[c["id"]].strip() if "id" in c else f"{p.stem}-{i}")
+        cols["submit_s"].append(submit)
+        cols["duration_s"].append(dur)
+        cols["gpus"].append(g)
+        for f in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
+            cols[f].append(_num(p, i, c[f], r.get(c[f]), required=False) if f in c else math.nan)
+        for f in ("tenant", "gpu_type", "model"):
+            cols[f].append((r.get(c[f]) or "").strip() if f in c else "")
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
 
 
 # --- shaping --------------------------------------------------------------------------------------
@@ -586,7 +768,8 @@ def build_workload(
     spread_factor: float = 0.9,
     restart_s: float = 60.0,
 ) -> Workload:
-    """Give every trace job a catalogue model (the trace's ``model`` column, else sampled with
+    """Give every trace job a catalogue model (the trace's ``model`` column -- a catalogue name or
+    one of the catalogue's ``ALIASES``, such as Synergy's ``res18`` -- else sampled with
     ``seed`` and ``mix``), its profile and fixed demand, and its speeds on the cluster's GPU types.
 
     The fixed demand is the trace's per-GPU request where it has one (Alibaba's ``cpu_cores`` /
@@ -610,10 +793,14 @@ def build_workload(
     speeds: dict[str, Mapping[str, float]] = {}
     jobs: list[SimJob] = []
     unmatched = 0
+    aliases = dict(getattr(cat, "ALIASES", None) or {})
     for i in range(n):
         model = trace.model[i] or sampled[i]
+        if model not in known and model in aliases:
+            model = aliases[model]  # e.g. Synergy's res18 -> resnet18
         if known and model not in known:
-            raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model, f"is not a catalogue model; known: {sorted(known)}")
+            raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model,
+                             f"is not a catalogue model; known: {sorted(known)}" + (f" (aliases: {aliases})" if aliases else ""))
         g = int(trace.gpus[i])
         key = (model, g)
         if key not in profiles:

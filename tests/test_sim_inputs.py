@@ -1,0 +1,299 @@
+"""The simulator on real traces of any shape: CSV schemas, window starts, model aliases, the bundled
+sample, deterministic budgets and run files that never overwrite each other."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optsched import catalogue
+from optsched.cli import main
+from optsched.errors import InputError
+from optsched.sim import cluster
+from optsched.sim import experiment as ex
+from optsched.sim.engine import SolveRoundAllocator
+from optsched.sim.metrics import read_run, run_id
+from optsched.sim.workload import CsvSchema, build_workload, load_csv, load_trace, window
+
+NORMALIZED = """job_id,submit_time_s,duration_s,num_gpus,tenant,model
+a,1000,600,1,vc,res18
+b,1010,1200,2,vc,resnet50
+c,1100,300,4,vc,res50
+d,1400,900,8,vc,gnmt
+e,1700,200,1,vc,
+"""
+
+# a TPU-style export: microsecond submit times, chips, comments and a date-time end column
+CHIPS = """# exported 2026-01-01 by some scheduler
+# submit in microseconds since the epoch
+job,submitted_at,num_chips,run_s,owner
+j1,1700000000000000,4,600,alice
+# a comment between rows
+j2,1700000005000000,1,30,bob
+j3,1700000002500000,0,50,bob
+j4,1700000009000000,8,0,carol
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+# --- CSV layouts -----------------------------------------------------------------------------------
+
+
+def test_a_schema_reads_microseconds_chips_and_comments(tmp_path):
+    p = _write(tmp_path, "chips.csv", CHIPS)
+    tr = load_csv(p, CsvSchema({"id": "job", "submit": "submitted_at", "gpus": "num_chips", "duration": "run_s", "tenant": "owner"},
+                               time_unit="us", duration_unit="s"))
+    assert tr.job_id == ("j1", "j2")  # j3 asks for no chip, j4 runs 0 s: dropped and counted
+    np.testing.assert_allclose(tr.submit_s, [0.0, 5.0])
+    np.testing.assert_allclose(tr.duration_s, [600, 30])
+    assert tr.gpus.tolist() == [4, 1] and tr.tenant == ("alice", "bob")
+    assert tr.notes == {"dropped_cpu_only": 1, "dropped_zero_duration": 1}
+
+
+def test_a_schema_file_with_datetimes_and_end_times(tmp_path):
+    p = _write(tmp_path, "dt.csv", "name,queued,started,finished,chips\n"
+                                   "x,01/02/2024 10:00:00,01/02/2024 10:05:00,01/02/2024 11:05:00,2\n"
+                                   "y,01/02/2024 10:30:00,01/02/2024 10:30:00,01/02/2024 10:40:00,1\n")
+    sp = _write(tmp_path, "s.json", json.dumps({"columns": {"id": "name", "submit": "queued", "start": "started", "end": "finished",
+                                                            "gpus": "chips"}, "datetime_format": "%d/%m/%Y %H:%M:%S"}))
+    tr = load_csv(p, CsvSchema.from_file(sp))
+    np.testing.assert_allclose(tr.submit_s, [0, 1800])
+    np.testing.assert_allclose(tr.duration_s, [3600, 600])  # end - start, not end - submit
+    toml = _write(tmp_path, "s.toml", 'time_unit = "min"\n[columns]\nsubmit = "t"\ngpus = "g"\nduration = "d"\n')
+    assert CsvSchema.from_file(toml).time_unit == "min"
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"columns": {"gpus": "g", "duration": "d"}}, "columns.submit"),
+    ({"columns": {"submit": "s", "gpus": "g"}}, "columns.duration"),
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d", "colour": "c"}}, "columns.colour"),
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "time_unit": "days"}, "time_unit"),
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "datetime_format": "YYYY"}, "datetime_format"),
+])
+def test_bad_schemas_are_refused_by_name(kw, field):
+    with pytest.raises(InputError) as e:
+        CsvSchema(**kw)
+    assert e.value.field == field
+
+
+def test_a_schema_names_the_missing_column_and_the_bad_cell(tmp_path):
+    p = _write(tmp_path, "chips.csv", CHIPS)
+    with pytest.raises(InputError, match="num_gpus"):
+        load_csv(p, CsvSchema({"submit": "submitted_at", "gpus": "num_gpus", "duration": "run_s"}))
+    bad = _write(tmp_path, "bad.csv", "t,g,d\nsoon,1,5\n")
+    with pytest.raises(InputError) as e:
+        load_csv(bad, CsvSchema({"submit": "t", "gpus": "g", "duration": "d"}))
+    assert e.value.field == "bad.csv[row 0].t"
+
+
+def test_simulate_reads_a_csv_through_columns(tmp_path, capsys):
+    p = _write(tmp_path, "chips.csv", CHIPS)
+    out = tmp_path / "out"
+    rc = main(["simulate", str(p), "--columns", "id=job,submit=submitted_at,gpus=num_chips,duration=run_s", "--time-unit", "us",
+               "--cluster", "2x8", "--allocator", "fixed-demand", "--no-progress", "-o", str(out)])
+    # run_s is in microseconds too under --time-unit: 600 us rounds up into the first round
+    assert rc == 0
+    assert "2 jobs" in capsys.readouterr().err
+    doc = json.loads(next(out.glob("*.metrics.json")).read_text())
+    assert doc["manifest"]["setup"]["schema"]["columns"]["gpus"] == "num_chips"
+    schema = _write(tmp_path, "s.json", json.dumps({"columns": {"submit": "submitted_at", "gpus": "num_chips"}, "time_unit": "us",
+                                                     "duration_unit": "s"}))
+    rc = main(["simulate", str(p), "--schema", str(schema), "--columns", "duration=run_s,id=job", "--cluster", "2x8",
+               "--allocator", "fixed-demand", "--no-progress", "-o", str(out)])
+    assert rc == 0
+    assert main(["simulate", str(p), "--time-unit", "us", "--no-progress", "-o", str(out)]) == 2
+    assert "--time-unit" in capsys.readouterr().err
+
+
+def test_comment_lines_are_skipped_by_every_loader(tmp_path):
+    p = _write(tmp_path, "n.csv", "# a normalized trace\n" + NORMALIZED)
+    assert len(load_trace(p)) == 5
+
+
+# --- the window starts at the first arrival --------------------------------------------------------
+
+
+def test_every_format_counts_start_from_the_first_arrival(tmp_path):
+    """The normalized trace's first job arrives at 1000 s; Helios' at a date: --start 400 keeps
+    the jobs arriving 400 s or more after the first, rebased to the window."""
+    norm = load_trace(_write(tmp_path, "n.csv", NORMALIZED))
+    assert norm.submit_s[0] == 0.0
+    w = window(norm, 400)
+    assert w.job_id == ("d", "e") and w.submit_s.tolist() == [0.0, 300.0]
+    helios = _write(tmp_path, "h.csv", "job_id,user,vc,gpu_num,node_num,state,submit_time,duration\n"
+                                       "h1,u,v,1,1,COMPLETED,2020-04-01 00:16:40,600\n"
+                                       "h2,u,v,1,1,COMPLETED,2020-04-01 00:23:20,600\n")
+    assert window(load_trace(helios), 400).job_id == ("h2",)
+    sch = window(load_csv(_write(tmp_path, "c.csv", CHIPS), CsvSchema({"id": "job", "submit": "submitted_at", "gpus": "num_chips",
+                                                                        "duration": "run_s"}, time_unit="us", duration_unit="s")), 4)
+    assert sch.job_id == ("j2",)
+
+
+def test_simulate_start_counts_from_the_first_arrival(tmp_path, capsys):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    rc = main(["simulate", str(p), "--start", "400", "--cluster", "2x8", "--allocator", "fixed-demand", "--no-progress",
+               "-o", str(tmp_path / "o")])
+    assert rc == 0 and "2 jobs" in capsys.readouterr().err
+
+
+# --- model aliases ---------------------------------------------------------------------------------
+
+
+def test_synergy_model_names_are_aliases():
+    assert catalogue.ALIASES == {"res18": "resnet18", "res50": "resnet50"}
+    assert catalogue.canonical_model("res18") == "resnet18"
+    assert catalogue.profile("res50", 2) == catalogue.profile("resnet50", 2)
+    assert catalogue.gpu_speeds("res18", ["V100"]) == {"V100": 1.0}
+    rng = np.random.default_rng(0)
+    assert set(catalogue.sample_models(rng, 5, {"res18": 1.0})) == {"resnet18"}
+    with pytest.raises(InputError, match="res101"):
+        catalogue.profile("res101")
+    synergy_names = {"alexnet", "bert", "deepspeech", "gnmt", "lstm", "m5", "mobilenet", "res18", "res50", "shufflenet", "transformer",
+                     "vae"}  # the models of Synergy's profiles
+    assert {catalogue.canonical_model(m) for m in synergy_names} == set(catalogue.MODELS)
+
+
+def test_a_trace_may_name_synergy_models_and_unknown_ones_are_refused(tmp_path):
+    tr = load_trace(_write(tmp_path, "n.csv", NORMALIZED))
+    w = build_workload(tr, cluster.homogeneous(2), seed=0)
+    assert [j.model for j in w.jobs][:4] == ["resnet18", "resnet50", "resnet50", "gnmt"]
+    bad = load_trace(_write(tmp_path, "b.csv", NORMALIZED.replace("gnmt", "res101")))
+    with pytest.raises(InputError) as e:
+        build_workload(bad, cluster.homogeneous(2), seed=0)
+    assert e.value.field == "b[d].model" and e.value.value == "res101"
+
+
+# --- the bundled sample ----------------------------------------------------------------------------
+
+
+def test_the_sample_is_bundled_with_its_notice():
+    p = ex.sample_trace_path()
+    assert p.is_file() and (p.parent / "philly-sample.NOTICE.md").is_file()
+    notice = (p.parent / "philly-sample.NOTICE.md").read_text()
+    assert "CC BY 4.0" in notice and "Jeon" in notice and "Changes made" in notice
+    tr = ex.open_trace("sample")
+    assert 300 <= len(tr) <= 700 and tr.submit_s[0] == 0 and tr.submit_s[-1] < 2 * 86400
+    assert tr.gpus.max() > 8 and set(tr.tenant) - {""}
+
+
+def test_simulate_sample_runs_out_of_the_box(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["simulate", "sample", "--length", "6h", "--allocator", "fixed-demand", "--no-progress", "-o", str(out)]) == 0
+    assert "las/fixed-demand" in capsys.readouterr().out
+    doc = json.loads(next(out.glob("*.metrics.json")).read_text())
+    assert doc["manifest"]["setup"]["trace"] == "sample" and len(doc["manifest"]["setup"]["trace_sha256"]) == 64
+
+
+# --- deterministic budgets -------------------------------------------------------------------------
+
+
+def test_deterministic_time_reaches_cpsat_and_lns_only(tmp_path, monkeypatch):
+    seen: list[dict] = []
+
+    class Spy(SolveRoundAllocator):
+        def __init__(self, solver, **kw):
+            seen.append({"solver": solver, **kw})
+            super().__init__(solver, **kw)
+
+    monkeypatch.setattr(ex, "SolveRoundAllocator", Spy)
+    setup = ex.prepare(_write(tmp_path, "n.csv", NORMALIZED), cluster="2x8")
+    res = ex.run(setup, allocator="cpsat", time_limit=5, deterministic_time=0.2)
+    ex.run(setup, allocator="fungible-greedy", deterministic_time=0.2)
+    assert seen[0]["deterministic_time"] == 0.2 and "deterministic_time" not in seen[1]
+    assert res.info["manifest"]["deterministic_time"] == 0.2
+    for bad in ("scip", "maifs", "cbc@demand"):
+        with pytest.raises(InputError) as e:
+            ex.run(setup, allocator=bad, deterministic_time=0.2)
+        assert e.value.field == "deterministic_time" and bad in str(e.value)
+    with pytest.raises(InputError, match="positive"):
+        ex.run(setup, allocator="cpsat", deterministic_time=0)
+
+
+def test_simulate_refuses_deterministic_time_for_a_wall_clock_allocator(tmp_path, capsys):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    assert main(["simulate", str(p), "--allocator", "fixed-demand,scip", "--deterministic-time", "1", "--no-progress",
+                 "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--deterministic-time" in err and "scip" in err
+
+
+def test_cpsat_runs_under_deterministic_time_repeat(tmp_path):
+    setup = ex.prepare(_write(tmp_path, "n.csv", NORMALIZED), cluster="2x8")
+    a, b = (ex.run(setup, allocator="cpsat", time_limit=30, deterministic_time=0.3, num_workers=2) for _ in range(2))
+    np.testing.assert_array_equal(a.jobs["finish_s"], b.jobs["finish_s"])
+    assert a.info["run_id"] == b.info["run_id"]
+
+
+# --- run files -------------------------------------------------------------------------------------
+
+
+def test_runs_differing_only_in_fair_both_survive(tmp_path):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    out = tmp_path / "o"
+    base = ["simulate", str(p), "--cluster", "2x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(out)]
+    assert main(base) == 0
+    assert main([*base, "--fair"]) == 0
+    assert main(base) == 0  # the same run again: same name, rewritten
+    files = sorted(out.glob("*.metrics.json"))
+    assert len(files) == 2 and len(list(out.glob("*.jobs.csv"))) == 2
+    docs = [json.loads(f.read_text()) for f in files]
+    assert {d["manifest"]["config"]["fair"] for d in docs} == {False, True}
+    for f, d in zip(files, docs, strict=True):
+        assert f.name == f"las-fungible-greedy-s0-{d['run_id']}.metrics.json" and d["run_id"] == run_id(d["manifest"])
+        back = read_run(f, f.with_name(f.name.replace(".metrics.json", ".jobs.csv")))
+        assert back.info["manifest"] == d["manifest"]
+    with (out / files[0].name.replace(".metrics.json", ".jobs.csv")).open() as fh:
+        assert len(list(csv.DictReader(fh))) == 5
+
+
+def test_the_run_id_covers_results_and_ignores_labels(tmp_path):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    setup = ex.prepare(p, cluster="2x8")
+    cfg = ex.SimConfig(progress=False)
+    kw = {"policy": "las", "allocator": "fixed-demand", "time_limit": 5.0, "seed": 0}
+    m = ex.manifest(setup, config=cfg, **kw)
+    assert run_id(m) == run_id(ex.manifest(setup, config=ex.SimConfig(progress=True, check=True, name="x"), **kw))
+    for change in ({"time_limit": 2.0}, {"seed": 1}, {"deterministic_time": 1.0}):
+        assert run_id(ex.manifest(setup, config=cfg, **{**kw, **change})) != run_id(m), change
+    for cfg2 in (ex.SimConfig(round_s=60), ex.SimConfig(queue_window=None), ex.SimConfig(slo_share=0.1)):
+        assert run_id(ex.manifest(setup, config=cfg2, **kw)) != run_id(m)
+    moved = tmp_path / "elsewhere.csv"
+    moved.write_bytes(p.read_bytes())
+    assert run_id(ex.manifest(ex.prepare(moved, cluster="2x8"), config=cfg, **kw)) == run_id(m)  # same bytes, same id
+    other = ex.prepare(p, cluster="2x8", mix={"image": 1.0})
+    assert run_id(ex.manifest(other, config=cfg, **kw)) != run_id(m)
+
+
+def test_a_shadowed_run_has_its_own_files(tmp_path, capsys):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    out = tmp_path / "o"
+    base = ["simulate", str(p), "--cluster", "2x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(out)]
+    assert main(base) == 0 and main([*base, "--shadow", "fixed-demand"]) == 0
+    (rounds,) = out.glob("*.rounds.csv")
+    stem = rounds.name.removesuffix(".rounds.csv")
+    assert (out / f"{stem}.metrics.json").exists() and len(list(out.glob("*.metrics.json"))) == 2
+    assert json.loads((out / f"{stem}.metrics.json").read_text())["manifest"]["shadow"] == "fixed-demand"
+    assert main([*base, "--shadow", "scip", "--deterministic-time", "1"]) == 2
+    assert "scip" in capsys.readouterr().err
+
+
+def test_a_synthetic_run_id_covers_its_text_and_its_source_file(tmp_path):
+    src = _write(tmp_path, "src.csv", NORMALIZED)
+    kw = {"policy": "las", "allocator": "fixed-demand", "time_limit": 5.0, "seed": 0, "config": ex.SimConfig()}
+
+    def rid(text):
+        return run_id(ex.manifest(ex.prepare(text, cluster="2x8"), **kw))
+
+    a = rid(f"synthetic:parametric:jobs=20,duration=trace,sizes=trace,source={src}")
+    assert a != rid(f"synthetic:parametric:jobs=21,duration=trace,sizes=trace,source={src}")
+    src.write_text(NORMALIZED.replace("600,1", "700,1"))
+    assert a != rid(f"synthetic:parametric:jobs=20,duration=trace,sizes=trace,source={src}")
