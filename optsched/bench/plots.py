@@ -23,7 +23,7 @@ def _axes(ax: Any) -> Any:
 
 
 def plot_bounds_over_time(
-    trajectories: Mapping[str, Sequence[Sequence[float | None]]], *, ax: Any = None, title: str = "",
+    trajectories: Mapping[str, Sequence[Sequence[Any]]], *, ax: Any = None, title: str = "",
     horizon: float | None = None,
 ) -> Any:
     """Primal (solid: the incumbent's worth) and dual (dashed: the proven bound) curves over time,

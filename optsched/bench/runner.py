@@ -55,7 +55,7 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def time_to_gap(trajectory: Sequence[Sequence[float | None]], reference: float | None, gap: float = 0.01) -> float | None:
+def time_to_gap(trajectory: Sequence[Sequence[Any]], reference: float | None, gap: float = 0.01) -> float | None:
     """First time the incumbent came within ``gap`` (relative) of ``reference``: the smallest
     ``t`` of a point whose objective ``z`` has ``reference - z <= gap * |reference|``; ``None`` if
     never (or without a reference). ``trajectory`` is ``[(t, objective, bound?), ...]`` in time
@@ -79,7 +79,7 @@ def primal_gap(reference: float, objective: float | None) -> float:
     return abs(reference - objective) / max(abs(reference), abs(objective))
 
 
-def primal_integral(trajectory: Sequence[Sequence[float | None]], reference: float | None, horizon: float) -> float | None:
+def primal_integral(trajectory: Sequence[Sequence[Any]], reference: float | None, horizon: float) -> float | None:
     """Berthold's primal integral (Operations Research Letters 41(6), 2013): the integral over
     ``[0, horizon]`` of the primal gap :func:`primal_gap` of the incumbent at time ``t``, a step
     function that changes at each point of ``trajectory`` (``[(t, objective, bound?), ...]``, in
@@ -108,7 +108,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         inst = load_instance(task.instance)
         # "auto" is solve_round's own choice (recorded in the row's method column as auto:SOLVER)
         auto = task.solver == "auto"
-        how = {"method": "auto"} if auto else {"solver": task.solver}
+        how: dict[str, Any] = {"method": "auto"} if auto else {"solver": task.solver}
         row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method="auto" if auto else get_method(task.solver).family)
         start = time.perf_counter()
         res = solve_round(inst, **how, time_limit=task.time_limit, seed=task.seed, **dict(task.options))
@@ -138,7 +138,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     return row
 
 
-def _metrics(traj: Sequence[Sequence[float | None]], best_known: float | None, bound: float | None, objective: float,
+def _metrics(traj: Sequence[Sequence[Any]], best_known: float | None, bound: float | None, objective: float,
              horizon: float) -> tuple[float | None, float | None]:
     """``time_to_1pct`` against the best-known value, else the run's final bound; the primal
     integral against the best-known value, else the best objective the run found."""

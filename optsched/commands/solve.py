@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         except InputError as e:
             raise e.within("--hint") from None
     options = parse_options(args.option)
-    log = contextlib.nullcontext()
+    log: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if args.solver_log:
         from optsched.solve import _resolve  # the method solve_round will run
 
