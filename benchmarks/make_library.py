@@ -62,7 +62,8 @@ def build_generated(out: Path = OUT) -> list[Path]:
     written = []
     for cls, name, nodes, jobs, seed, opts in SPECS:
         path = out / cls / f"{name}{_suffix(cls)}"
-        save_instance(generate(nodes, jobs, seed=seed, name=name, **opts), path)
+        # the library is contract version 1: a gang pays its spread factor per node beyond one
+        save_instance(generate(nodes, jobs, seed=seed, name=name, spread_from="one", **opts), path)
         written.append(path)
     return written
 
@@ -87,7 +88,7 @@ def build_trace_rounds(out: Path = OUT) -> list[Path]:
             return _inner(instance)
 
         simulate(setup.workload, setup.nodes, get_policy("las"), record, SimConfig(progress=False, horizon_s=3 * 86400))
-        inst = replace(busiest[0], name=name)
+        inst = replace(busiest[0], name=name, round=replace(busiest[0].round, spread_from="one"))  # version 1, as the library
         path = out / "traces" / f"{name}.json"
         save_instance(inst, path)
         written.append(path)

@@ -91,6 +91,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     used_cpu = {n: 0 for n in nodes}
     used_mem = {n: 0 for n in nodes}
     total = 0.0
+    spread_from = _SpreadFrom(instance)
     readable: dict[str, dict[str, int]] = {}  # scheduled job -> its node map, for rules 6 and 7
     got: dict[str, tuple[int, int, int]] = {}  # scheduled job on its grid -> GPUs, cores, GB (HUG progress)
     for jid, a in raw.get("jobs", {}).items():
@@ -155,7 +156,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         if not allowed or len(types) > 1:
             continue
         speed = 1.0 if job.gpu_speed is None else job.gpu_speed[gpu_type]
-        value = job.weight * size_factor * speed * tp / tp_demand * job.spread_factor ** (len(where) - 1)
+        value = job.weight * size_factor * speed * tp / tp_demand * job.spread_factor ** (len(where) - spread_from[(gpu_type, n_gpus)])
         if job.placement is not None and dict(job.placement) != where:
             value *= 1.0 - job.restart_s / instance.round.duration_s
         total += value
@@ -167,6 +168,32 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     out += _quota_rule(instance, readable) + _moves_rule(instance, readable) + _pinned_rule(instance, readable)
     return CheckReport(out, total if math.isfinite(total) else 0.0, _deadline_misses(instance, readable), _dominant_shares(instance, readable),
                        _packing(instance, used_gpu), _hug_progress(instance, got))
+
+
+class _SpreadFrom(dict):
+    """(GPU type, GPUs) -> the node count the spread factor is paid beyond (contract, "Worth"):
+    version 3 (``round.spread_from = "fewest"``): kmin, the fewest nodes of that type in the round
+    whose GPU counts, largest first, add up to the GPUs; versions 1 and 2 (``"one"``): 1."""
+
+    def __init__(self, instance: Instance) -> None:
+        super().__init__()
+        self.fewest = instance.round.spread_from == "fewest"
+        self.sizes: dict[str, list[int]] = {}
+        for node in instance.nodes:
+            self.sizes.setdefault(node.gpu_type, []).append(node.gpus)
+
+    def __missing__(self, key: tuple[str, int]) -> int:
+        gpu_type, gpus = key
+        k = 1
+        if self.fewest:
+            k, held = 0, 0
+            for size in sorted(self.sizes.get(gpu_type, []), reverse=True):
+                k, held = k + 1, held + size
+                if held >= gpus:
+                    break
+            k = max(k, 1)
+        self[key] = k
+        return k
 
 
 def _packing(instance: Instance, used_gpu: Mapping[str, int]) -> dict[str, float] | None:

@@ -124,7 +124,7 @@ def expand(instance: Instance) -> Expansion:
             origin.append(i)
             size.append(k)
         groups.append(tuple(mine))
-    rigid = Instance(f"{instance.name}/variants", instance.nodes, tuple(jobs), instance.round)
+    rigid = instance.subround(f"{instance.name}/variants", instance.nodes, tuple(jobs))
     return Expansion(instance, rigid, tuple(origin), tuple(size), tuple(groups))
 
 

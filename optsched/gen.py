@@ -268,6 +268,7 @@ def generate(
     duration_s: float = 300.0,
     name: str | None = None,
     elastic_share: float = 0.0,
+    spread_from: str = "fewest",
 ) -> Instance:
     """A random, valid round of ``nodes`` servers and ``jobs`` jobs, the same for the same arguments.
 
@@ -290,7 +291,11 @@ def generate(
       sizes from a quarter to four times their gang in powers of two (at most the largest GPU
       type's total) with an Amdahl scaling curve per model (:func:`optsched.elastic.elastic_spec`).
       Drawn after everything else, so the rest of the instance is the same as with 0.
+    - ``spread_from``: the round's spread rule, ``"fewest"`` (contract version 3: the spread
+      factor is paid per node beyond the fewest a gang needs) or ``"one"`` (the meaning of
+      versions 1 and 2, which the bundled library's rounds have).
     """
+    Round(spread_from=spread_from)  # the contract's check, field name and all
     if not _is_int(nodes) or nodes < 1:
         raise InputError("nodes", nodes, "must be an integer >= 1")
     if jobs is not None and (not _is_int(jobs) or jobs < 0):
@@ -380,7 +385,7 @@ def generate(
 
     inst_name = name or f"gen-{nodes}n-{n}j-s{seed}"
     return Instance(name=inst_name, nodes=tuple(node_list), jobs=tuple(job_list),
-                    round=Round(duration_s=duration_s, fair=fair))
+                    round=Round(duration_s=duration_s, fair=fair, spread_from=spread_from))
 
 
 def _fields(job: Job) -> dict[str, Any]:
@@ -401,14 +406,15 @@ class SizeClass:
     options: Mapping[str, Any]
 
 
-#: the library's size classes (issue 2's "small", "medium" and "large" rounds, plus tiny and huge)
+#: the library's size classes ("small", "medium" and "large" rounds, plus tiny and huge); their
+#: rounds are contract version 1 (spread paid per node beyond one), as the bundled files are
 SIZE_CLASSES: Mapping[str, SizeClass] = MappingProxyType({
     "tiny": SizeClass("tiny", "t", ((2, 4), (2, 6), (3, 6)), MappingProxyType({
-        "grid": "minimal", "gpus_per_node": 4, "cpus_per_node": 24, "mem_per_node_gb": 250, "tightness": 1.25})),
-    "small": SizeClass("small", "s", ((4, 12), (8, 24), (8, 32)), MappingProxyType({"tightness": 1.25})),
-    "medium": SizeClass("medium", "m", ((32, 120), (64, 256)), MappingProxyType({"tightness": 1.25})),
-    "large": SizeClass("large", "l", ((256, 1000), (1024, 4000)), MappingProxyType({"grid": "coarse"})),
-    "huge": SizeClass("huge", "h", ((2048, 8000),), MappingProxyType({"grid": "coarse"})),
+        "grid": "minimal", "gpus_per_node": 4, "cpus_per_node": 24, "mem_per_node_gb": 250, "tightness": 1.25, "spread_from": "one"})),
+    "small": SizeClass("small", "s", ((4, 12), (8, 24), (8, 32)), MappingProxyType({"tightness": 1.25, "spread_from": "one"})),
+    "medium": SizeClass("medium", "m", ((32, 120), (64, 256)), MappingProxyType({"tightness": 1.25, "spread_from": "one"})),
+    "large": SizeClass("large", "l", ((256, 1000), (1024, 4000)), MappingProxyType({"grid": "coarse", "spread_from": "one"})),
+    "huge": SizeClass("huge", "h", ((2048, 8000),), MappingProxyType({"grid": "coarse", "spread_from": "one"})),
 })
 
 

@@ -4,33 +4,202 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import re
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.limits import MAX_DEPTH
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
-__all__ = ["load_instance", "load_json", "load_schedule", "save_instance", "write_json"]
+__all__ = ["load_instance", "load_json", "load_schedule", "parse_json", "save_instance", "write_json"]
 
 
 def load_json(path: str | Path) -> Any:
-    """Parse a ``.json`` or ``.json.gz`` file; unreadable or invalid files raise :class:`InputError`."""
+    """Parse a ``.json`` or ``.json.gz`` file with :func:`parse_json`; unreadable or invalid files
+    raise :class:`InputError` (field ``path``, or the JSON path of a refused value)."""
     p = Path(path)
     try:
-        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-        return json.loads(raw, object_pairs_hook=_no_duplicate_keys)
-    except _DuplicateKey as e:
-        raise InputError("path", str(p), f"has the key {e.args[0]!r} twice in one JSON object") from None
+        raw = p.read_bytes()
+        if p.suffix == ".gz":
+            raw = _gunzip(raw)
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
-    except (OSError, gzip.BadGzipFile) as e:
-        raise InputError("path", str(p), f"cannot be read: {e}") from None
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        raise InputError("path", str(p), f"cannot be read: {e or type(e).__name__}") from None
+    try:
+        return parse_json(raw)
+    except InputError as e:
+        if e.field == "body":
+            raise InputError("path", str(p), e.problem) from None
+        raise
+
+
+#: a ``.json.gz`` file that inflates beyond this is refused (a gzip bomb), as is a bigger body
+MAX_JSON_BYTES = 1 << 30
+
+
+def _gunzip(raw: bytes) -> bytes:
+    """Inflate every gzip member of ``raw``, refusing more than :data:`MAX_JSON_BYTES` of output."""
+    out = bytearray()
+    while raw:
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        out += d.decompress(raw, MAX_JSON_BYTES + 1 - len(out))
+        if len(out) > MAX_JSON_BYTES:
+            raise OSError(f"inflates to more than {MAX_JSON_BYTES:,} bytes")
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        raw = d.unused_data.lstrip(b"\0")  # the next member, if any (gzip pads with zeros)
+    return bytes(out)
+
+
+class _Refused:
+    """A JSON literal the contract refuses (NaN, an infinity, a huge integer), kept in the tree
+    so that :func:`parse_json` can name where it stood."""
+
+    __slots__ = ("literal", "problem")
+
+    def __init__(self, literal: str, problem: str) -> None:
+        self.literal, self.problem = literal, problem
+
+
+def _constant(literal: str) -> _Refused:
+    return _Refused(literal, f"{literal} is not a JSON number (RFC 8259 has no NaN or infinities)")
+
+
+def _int(literal: str) -> int | _Refused:
+    digits = len(literal.lstrip("-"))
+    if digits > _MAX_INT_DIGITS:
+        return _Refused(f"<an integer of {digits} digits>", f"is an integer literal of more than {_MAX_INT_DIGITS:,} digits")
+    return int(literal)
+
+
+def _float(literal: str) -> float | _Refused:
+    x = float(literal)
+    if math.isinf(x):
+        return _Refused(literal if len(literal) <= 40 else literal[:37] + "...",
+                        "is a number too large for a 64-bit float (it would read as infinity)")
+    return x
+
+
+#: longer integer literals are refused where they stand (Python converts at most this many
+#: digits); shorter ones outside the contract's range are refused by optsched.limits
+_MAX_INT_DIGITS = 4300
+
+
+def parse_json(data: bytes | str) -> Any:
+    """Parse one JSON document strictly, as every optsched input is read (files, HTTP bodies).
+
+    Refused with an :class:`InputError`: text that is not UTF-8 (a UTF-8 byte-order mark is
+    skipped), invalid JSON, a key twice in one object, nesting deeper than
+    :data:`~optsched.limits.MAX_DEPTH`, the non-standard literals ``NaN``, ``Infinity`` and
+    ``-Infinity``, numbers that overflow a double (``1e400``), integer literals of more than
+    4,300 digits (Python's conversion limit; smaller integers outside the contract's range are
+    refused by :mod:`optsched.limits`), and strings with a lone UTF-16 surrogate (``"\\ud800"``). The field is the JSON
+    path of the refused value where there is one, else ``body``.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad = f"byte 0x{bytes(data)[e.start]:02x} at offset {e.start}"
+            raise InputError("body", bad, f"is not UTF-8 text ({bad})") from None
+    else:
+        text = data
+    text = text.removeprefix("\ufeff")
+    refused: list[_Refused] = []
+
+    def note(value: Any) -> Any:
+        if isinstance(value, _Refused):
+            refused.append(value)
+        return value
+
+    def loads(**hooks: Any) -> Any:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=lambda t: note(_constant(t)), **hooks)
+
+    try:
+        try:
+            doc = loads()
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer beyond Python's int-str limit: again, the hook marks where
+            doc = loads(parse_int=lambda t: note(_int(t)))
+    except _DuplicateKey as e:
+        raise InputError("body", e.args[0], f"has the key {e.args[0]!r} twice in one JSON object") from None
     except json.JSONDecodeError as e:
-        raise InputError("path", str(p), f"is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except UnicodeDecodeError:
-        raise InputError("path", str(p), "is not UTF-8 text") from None
+        raise InputError("body", text[max(0, e.pos - 20):e.pos + 20], f"is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise InputError("body", f"deeper than {MAX_DEPTH}", f"nests arrays and objects deeper than {MAX_DEPTH} levels") from None
+    surrogates = "\\u" in text and _SURROGATE.search(text) is not None
+    depth, overflow = _shape(doc)
+    if overflow:  # again, with a hook that keeps the literal (rare: only when a number overflowed)
+        doc = loads(parse_int=lambda t: note(_int(t)), parse_float=lambda t: note(_float(t)))
+    if refused or surrogates or overflow or depth > MAX_DEPTH:
+        _scan(doc, surrogates)  # the slower walk, to name where the problem is
+    return doc
+
+
+#: a JSON escape of a UTF-16 surrogate (paired ones decode to one character; lone ones stay)
+_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_CONTAINERS = (dict, list)
+_INF = math.inf
+
+
+def _shape(doc: Any) -> tuple[int, bool]:
+    """Nesting depth of arrays and objects (counted to one level past MAX_DEPTH), and whether a
+    number overflowed to an infinity (``1e400``: Python's json reads it as ``inf``)."""
+    level = [doc] if type(doc) in _CONTAINERS else []
+    depth, overflow = 0, type(doc) is float and abs(doc) == _INF
+    while level and depth <= MAX_DEPTH:
+        depth += 1
+        nxt: list[Any] = []
+        for node in level:
+            for v in node.values() if type(node) is dict else node:
+                t = type(v)
+                if t is dict or t is list:
+                    nxt.append(v)
+                elif t is float and (v == _INF or v == -_INF):
+                    overflow = True
+        level = nxt
+    return depth + (1 if level else 0), overflow
+
+
+def _scan(doc: Any, surrogates: bool) -> None:
+    """One walk over the parsed tree: depth, refused literals, lone surrogates (only looked for
+    when the text has a surrogate escape); the first problem is raised with its JSON path."""
+    stack: list[tuple[Any, str, int]] = [(doc, "", 1)]
+    while stack:
+        node, at, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > MAX_DEPTH:
+                raise InputError(at or "body", f"depth {depth}", f"nests arrays and objects deeper than {MAX_DEPTH} levels")
+            for k, v in node.items():
+                if surrogates and not _utf8(k):
+                    raise InputError(at or "body", k, "has a key with a lone UTF-16 surrogate (not Unicode text)")
+                stack.append((v, f"{at}.{k}" if at else k, depth + 1))
+        elif isinstance(node, list):
+            if depth > MAX_DEPTH:
+                raise InputError(at or "body", f"depth {depth}", f"nests arrays and objects deeper than {MAX_DEPTH} levels")
+            stack.extend((v, f"{at}[{i}]", depth + 1) for i, v in enumerate(node))
+        elif isinstance(node, _Refused):
+            raise InputError(at or "body", node.literal, node.problem)
+        elif isinstance(node, float) and math.isinf(node):
+            raise InputError(at or "body", "a number beyond 1.8e308",
+                             "is a number too large for a 64-bit float (it would read as infinity)")
+        elif surrogates and isinstance(node, str) and not _utf8(node):
+            raise InputError(at or "body", node, "has a lone UTF-16 surrogate (not Unicode text)")
+
+
+def _utf8(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 class _DuplicateKey(Exception):

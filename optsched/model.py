@@ -8,7 +8,9 @@ writes it back. Use :func:`dataclasses.replace` to derive a modified, re-validat
 
 from __future__ import annotations
 
+import itertools
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -16,13 +18,19 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "Elastic", "cheapest_point", "Instance", "Job", "Node", "Profile", "Round"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "SPREAD_FROM", "Elastic", "cheapest_point", "Instance", "Job", "Node", "Profile",
+           "Round"]
 
-CONTRACT_VERSION = 1
+#: the version of the rounds built in Python (``Round()`` counts spread from the fewest nodes)
+CONTRACT_VERSION = 3
 #: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
 #: ``deadline_s``, ``remaining_s``, ``elastic``; round ``tenants``, ``max_moves``, ``fairness``, ``packing``: formulations/policies.md)
-#: and is written exactly when one of them is present
-CONTRACT_VERSIONS = (1, 2)
+#: and is written exactly when one of them is present; version 3 is version 2 with the spread
+#: factor paid per node beyond the fewest a gang needs (``round.spread_from = "fewest"``)
+CONTRACT_VERSIONS = (1, 2, 3)
+#: the values of ``round.spread_from``: the spread factor is paid per node beyond the fewest nodes
+#: of the type that hold the gang (``"fewest"``, version 3) or per node beyond one (``"one"``, versions 1 and 2)
+SPREAD_FROM = ("fewest", "one")
 #: the values of the version-2 field ``round.fairness``: dominant resource fairness across tenants
 #: (``"drf"``) and HUG-style progress fairness over the actual, elastic allocation (``"hug"``)
 FAIRNESS = ("drf", "hug")
@@ -473,6 +481,10 @@ class Round:
     got) and ``packing`` (``"consolidate"``:
     among schedules within ``packing_tolerance`` of the best worth, keep the most GPUs on wholly
     idle nodes); see formulations/policies.md.
+
+    ``spread_from`` says where a gang's spread factor starts: ``"fewest"`` (version 3, the
+    default) pays it per node beyond the fewest nodes of the GPU type that can hold the gang,
+    ``"one"`` (the meaning of versions 1 and 2) per node beyond one.
     """
 
     duration_s: float = 300.0
@@ -482,9 +494,12 @@ class Round:
     fairness: str | None = None
     packing: str | None = None
     packing_tolerance: float | None = None  #: share of worth packing may give up, in [0, 1) (None: 0)
+    spread_from: str = "fewest"  #: ``"fewest"`` (version 3) or ``"one"`` (versions 1 and 2): :data:`SPREAD_FROM`
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "duration_s", _check_float("duration_s", self.duration_s, positive=True))
+        if not isinstance(self.spread_from, str) or self.spread_from not in SPREAD_FROM:
+            raise InputError("spread_from", self.spread_from, f"unknown spread rule; known: {list(SPREAD_FROM)}")
         if not isinstance(self.fair, bool):
             raise InputError("fair", self.fair, "must be true or false")
         if self.tenants is not None:
@@ -514,7 +529,9 @@ class Round:
         return self.tenants is not None or self.max_moves is not None or self.fairness is not None or self.packing is not None
 
     @classmethod
-    def from_dict(cls, d: Any) -> Round:
+    def from_dict(cls, d: Any, version: int = CONTRACT_VERSION) -> Round:
+        """The round of a ``version`` file: ``spread_from`` defaults to that version's meaning
+        (``"one"`` for versions 1 and 2, ``"fewest"`` for version 3)."""
         d = _check_mapping("", d)
         tenants = _get(d, "tenants", None)
         if tenants is not None:
@@ -527,9 +544,11 @@ class Round:
                 tenants[name] = _get(spec, "quota_gpus") if "quota_gpus" in spec else _missing(f"tenants.{name}.quota_gpus")
         return cls(duration_s=_get(d, "duration_s", 300.0), fair=_get(d, "fair", False), tenants=tenants,
                    max_moves=_get(d, "max_moves", None), fairness=_get(d, "fairness", None),
-                   packing=_get(d, "packing", None), packing_tolerance=_get(d, "packing_tolerance", None))
+                   packing=_get(d, "packing", None), packing_tolerance=_get(d, "packing_tolerance", None),
+                   spread_from=_get(d, "spread_from", "fewest" if version >= 3 else "one"))
 
     def to_dict(self) -> dict[str, Any]:
+        """The round's JSON; ``spread_from`` is left out: the file's version says it."""
         d: dict[str, Any] = {"duration_s": self.duration_s, "fair": self.fair}
         if self.tenants is not None:
             d["tenants"] = {name: {"quota_gpus": q} for name, q in self.tenants.items()}
@@ -542,6 +561,13 @@ class Round:
         if self.packing_tolerance is not None:
             d["packing_tolerance"] = self.packing_tolerance
         return d
+
+
+def _check_ranges(inst: Instance) -> None:
+    """The numeric range every method computes with (:mod:`optsched.limits`), checked on read."""
+    from optsched.limits import check_ranges
+
+    check_ranges(inst)
 
 
 def _missing(field_name: str) -> Any:
@@ -557,8 +583,13 @@ class Instance:
     jobs: tuple[Job, ...]
     round: Round = field(default_factory=Round)
     version: int = CONTRACT_VERSION
+    #: per GPU type, the running sums of node GPU counts (largest first) that kmin is taken over:
+    #: ``None`` (the default) for this round's own nodes; a sub-round carries its parent's
+    #: (:meth:`subround`), so that a gang is worth there what it is worth in the whole round
+    _spread_over: Mapping[str, tuple[int, ...]] | None = field(default=None, repr=False, compare=False)
     _node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _job_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _fewest_gpus: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_version(self.version)
@@ -600,10 +631,20 @@ class Instance:
             quota, gpus = sum(self.round.tenants.values()), sum(n.gpus for n in self.nodes)
             if quota > gpus:
                 raise InputError("round.tenants", dict(self.round.tenants), f"guarantee {quota} GPUs in all; the cluster has {gpus}")
-        # the version follows the content: 2 exactly when a version-2 field is set
-        object.__setattr__(self, "version", 2 if self.round.uses_v2 or any(j.uses_v2 for j in self.jobs) else 1)
+        # the version follows the content: 3 with the version-3 spread rule, else 2 exactly when a
+        # version-2 field is set
+        version = 3 if self.round.spread_from == "fewest" else 2 if self.uses_policies else 1
+        object.__setattr__(self, "version", version)
         object.__setattr__(self, "_node_index", MappingProxyType(node_index))
         object.__setattr__(self, "_job_index", MappingProxyType(job_index))
+        if self._spread_over is None:
+            per_type: dict[str, list[int]] = {}
+            for n in self.nodes:
+                per_type.setdefault(n.gpu_type, []).append(n.gpus)
+            sums = {t: tuple(itertools.accumulate(sorted(g, reverse=True))) for t, g in per_type.items()}
+        else:
+            sums = {t: tuple(c) for t, c in self._spread_over.items()}
+        object.__setattr__(self, "_fewest_gpus", MappingProxyType(sums))
 
     # --- lookups ---
 
@@ -629,6 +670,33 @@ class Instance:
         """``(nodes, jobs)``."""
         return len(self.nodes), len(self.jobs)
 
+    @property
+    def uses_policies(self) -> bool:
+        """Whether a version-2 field (a round policy, a job's policy field or an elastic gang) is set."""
+        return self.round.uses_v2 or any(j.uses_v2 for j in self.jobs)
+
+    # --- the spread rule (contract, "Worth") ---
+
+    def fewest_nodes(self, gpu_type: str, gpus: int) -> int:
+        """``kmin(t, g)``: the fewest nodes of ``gpu_type`` in the round whose GPU counts (largest
+        first) add up to at least ``gpus``; 1 when one node holds them.
+
+        It depends on the round's nodes, not on their free room. When the type's nodes cannot hold
+        ``gpus`` at all (no placement exists) it is their number plus one.
+        """
+        return bisect_left(self._fewest_gpus.get(gpu_type, ()), gpus) + 1
+
+    def spread_base(self, gpu_type: str, gpus: int) -> int:
+        """The node count from which a gang of ``gpus`` GPUs of ``gpu_type`` pays its spread
+        factor: its worth has ``spread_factor ** (k - spread_base)`` on ``k`` nodes. That is
+        :meth:`fewest_nodes` under ``round.spread_from = "fewest"`` and 1 under ``"one"``."""
+        return self.fewest_nodes(gpu_type, gpus) if self.round.spread_from == "fewest" else 1
+
+    def subround(self, name: str, nodes: tuple[Node, ...], jobs: tuple[Job, ...], round: Round | None = None) -> Instance:
+        """A round on (part of) this round's nodes and room that values every assignment as this
+        round does: ``kmin`` stays taken over this round's nodes (LNS neighbourhoods, residual rounds)."""
+        return Instance(name, nodes, jobs, self.round if round is None else round, _spread_over=self._fewest_gpus)
+
     # --- JSON ---
 
     @classmethod
@@ -636,7 +704,7 @@ class Instance:
         d = _check_mapping("instance", d)
         version = _check_version(_get(d, "version"))
         try:
-            rnd = Round.from_dict(_get(d, "round", {}))
+            rnd = Round.from_dict(_get(d, "round", {}), version)
         except InputError as e:
             raise e.within("round") from None
         nodes = []
@@ -652,10 +720,15 @@ class Instance:
             except InputError as e:
                 raise e.within(f"jobs[{i}]") from None
         inst = cls(name=_get(d, "name"), nodes=tuple(nodes), jobs=tuple(jobs), round=rnd, version=version)
+        if rnd.spread_from != ("fewest" if version >= 3 else "one"):
+            why = ("version 3 counts spread from the fewest nodes; a round that counts it from one node is version 1 or 2" if version >= 3
+                   else f"version {version} counts spread from one node; a round that counts it from the fewest nodes is version 3")
+            raise InputError("round.spread_from", rnd.spread_from, why)
         if inst.version != version:
             why = "uses version-2 fields (tenant, deadline_s, remaining_s, elastic, preemptible, round.tenants, round.max_moves, round.fairness, round.packing)" if inst.version == 2 \
                 else "declares version 2 but uses no version-2 field; write version 1"
             raise InputError("version", version, why)
+        _check_ranges(inst)
         return inst
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,9 +10,11 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
+from optsched.exact.placeable import nothing_can_run
+from optsched.limits import check_ranges, check_size, check_value_span
 from optsched.model import Instance
 from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
-from optsched.result import Result
+from optsched.result import Result, Status
 from optsched.schedule import Schedule
 from optsched.trajectory import Progress, recording
 
@@ -121,6 +123,11 @@ def solve_round(
     best proven bound or ``None``): the objective never falls and the bound never rises.
     ``Result.trajectory`` holds the same events, ending at the result's objective and bound.
     Extra ``options`` go to the solver.
+
+    Before any method runs, the round must be in the numeric range and value span of
+    :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
+    :class:`~optsched.errors.InputError`. On a round where no job can be placed every method
+    reports the empty schedule, objective 0, bound 0, ``optimal``.
     """
     if not isinstance(instance, Instance):
         instance = Instance.from_dict(instance)
@@ -150,6 +157,9 @@ def solve_round(
     _check_policies(instance, info)
     if progress is not None and not callable(progress):
         raise InputError("progress", progress, "must be a callable progress(t_s, objective, bound) or None")
+    check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
+    check_value_span(instance)
+    check_size(instance, info.name)
     start = time.perf_counter()
     with recording(instance, listener=progress, start=start) as root, root.nested():
         result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
@@ -164,6 +174,11 @@ def solve_round(
         raise SolverBug(f"{info.name} reported objective {result.objective} but the checker finds {report.objective}")
     if result.bound is not None and result.bound < report.objective - 1e-6 * max(1.0, abs(report.objective)):
         raise SolverBug(f"{info.name} reported bound {result.bound} below its own objective {report.objective}")
+    if (result.bound != 0.0 or result.status is not Status.OPTIMAL) and nothing_can_run(instance):
+        # no job fits anywhere (exact.placeable's proof): 0 is a proven bound and the (empty) schedule
+        # optimal, whatever the method knew; heuristics report no bound, lns one with LP slack
+        result = replace(result, status=Status.OPTIMAL, bound=0.0,
+                         stats={**result.stats, "proof": "no job can be placed on the round's nodes"})
     # a method that records into no trajectory of ours but returns one of its own keeps it
     own = result.trajectory if result.trajectory and not root.points else ()
     closed = root.close(result.objective, result.bound, at=end)

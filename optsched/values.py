@@ -11,12 +11,23 @@ from collections.abc import Mapping
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 
-__all__ = ["assignment_value", "is_move", "job_value", "schedule_value"]
+__all__ = ["assignment_value", "is_move", "job_value", "schedule_value", "spread_multiplier"]
 
 
 def is_move(job: Job, nodes: Mapping[str, int]) -> bool:
     """Whether a running job's node -> GPU map changes (which costs its restart)."""
     return job.placement is not None and dict(job.placement) != {n: k for n, k in nodes.items() if k}
+
+
+def spread_multiplier(instance: Instance, job: Job, gpu_type: str, n_nodes: int, gpus: int | None = None) -> float:
+    """``spread_factor ** (k - kbase)`` of ``job`` on ``n_nodes`` nodes of ``gpu_type`` with ``gpus``
+    GPUs in all (``None``: its nominal count), ``kbase = instance.spread_base(gpu_type, gpus)``.
+
+    A feasible placement has ``k >= kbase``; for fewer nodes (which formulations enumerate while
+    bounding) the exponent is taken as 0, so the result never exceeds 1.
+    """
+    g = job.gpus if gpus is None else gpus
+    return job.spread_factor ** max(0, n_nodes - instance.spread_base(gpu_type, g))
 
 
 def job_value(
@@ -31,7 +42,8 @@ def job_value(
 ) -> float:
     """Worth of running ``job`` on ``n_nodes`` nodes of ``gpu_type`` at the given grid point, with
     ``gpus`` GPUs in all (``None``: its nominal ``gpus``; another count is allowed only for an
-    elastic job, whose value is scaled by ``job.scaling(gpus)``)."""
+    elastic job, whose value is scaled by ``job.scaling(gpus)``), spread paid as
+    :func:`spread_multiplier` says."""
     speed = job.speed(gpu_type)
     if speed is None:
         raise ValueError(f"job {job.id} may not run on {gpu_type}")
@@ -41,7 +53,7 @@ def job_value(
         if factor is None:
             raise ValueError(f"job {job.id} may not run with {gpus} GPUs (allowed: {list(job.sizes)})")
         v *= factor
-    v *= job.spread_factor ** (n_nodes - 1)
+    v *= spread_multiplier(instance, job, gpu_type, n_nodes, gpus)
     if moved:
         v *= 1.0 - job.restart_s / instance.round.duration_s
     return v

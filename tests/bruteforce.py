@@ -20,6 +20,19 @@ def _splits(total: int, caps: list[int]) -> Iterator[tuple[int, ...]]:
             yield (here, *rest)
 
 
+def _spread_base(instance, nodes, gpus):
+    """The node count a gang of ``gpus`` GPUs on ``nodes`` (one type) pays spread beyond: the
+    fewest of them holding ``gpus`` (largest first) under ``spread_from = "fewest"``, else 1."""
+    if instance.round.spread_from != "fewest":
+        return 1
+    held = 0
+    for k, size in enumerate(sorted((n.gpus for n in nodes), reverse=True), start=1):
+        held += size
+        if held >= gpus:
+            return k
+    return len(nodes)
+
+
 def _options(instance, job):
     """(value, {node_id: gpus}, c, m) for every feasible-in-isolation choice of one job."""
     prof = job.profile
@@ -37,7 +50,7 @@ def _options(instance, job):
         splits = [(split, f) for g, f in sizes for split in _splits(g, [n.gpus for n in nodes])]
         for split, factor in splits:
             used = {n.id: g for n, g in zip(nodes, split, strict=True) if g > 0}
-            k = len(used)
+            beyond = len(used) - _spread_base(instance, nodes, sum(split))  # nodes that pay the spread factor
             moved = job.placement is not None and dict(job.placement) != used
             for a, c in enumerate(prof.cpus_per_gpu):
                 for b, m in enumerate(prof.mem_per_gpu_gb):
@@ -47,7 +60,7 @@ def _options(instance, job):
                     if any(c * g > instance.node(nid).cpus or m * g > instance.node(nid).mem_gb
                            for nid, g in used.items()):
                         continue
-                    value = job.weight * factor * speed * tp / base * job.spread_factor ** (k - 1)
+                    value = job.weight * factor * speed * tp / base * job.spread_factor ** beyond
                     if moved:
                         value *= 1.0 - job.restart_s / instance.round.duration_s
                     out.append((value, used, c, m))

@@ -49,7 +49,8 @@ def tiny_instance_dicts(draw, max_nodes: int = 3, max_jobs: int = 4) -> dict:
             if left == 0:
                 job["placement"] = place
         jobs.append(job)
-    return {"version": 1, "name": "hyp", "round": {"duration_s": 300, "fair": draw(st.booleans())},
+    # version 1 counts a gang's spread from one node, version 3 from the fewest nodes that hold it
+    return {"version": draw(st.sampled_from([1, 3])), "name": "hyp", "round": {"duration_s": 300, "fair": draw(st.booleans())},
             "nodes": nodes, "jobs": jobs}
 
 
@@ -75,7 +76,7 @@ def elastic_rounds(draw, policies: bool = False):
     """Tiny contract-v2 rounds with elastic jobs (each listing its current size when running);
     with ``policies``, tenant quotas and/or a move budget too."""
     d = draw(tiny_instance_dicts(max_nodes=2, max_jobs=3))
-    d["version"] = 2
+    d["version"] = 2 if d["version"] == 1 else 3  # the policy fields of version 2, spread from one node or (3) the fewest
     for j in d["jobs"]:
         if not draw(st.booleans()):
             continue

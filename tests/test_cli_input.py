@@ -49,7 +49,7 @@ CASES = [
     # (verb and arguments; files by name from the fixture's directory, {tiny} for the valid round), what stderr names
     ("solve neg.json", ["jobs[1].profile.throughput[0][1]", "-1.0"]),
     ("solve vtrue.json", ["version", "True"]),
-    ("solve nan.json", ["jobs[0].weight", "nan"]),
+    ("solve nan.json", ["jobs[0].weight", "NaN"]),
     ("solve dup.json", ["'id' twice", "dup.json"]),
     ("solve {tiny} --hint neg.json", ["--hint.jobs"]),
     ("solve {tiny} --time-limit nan", ["time_limit", "nan"]),
@@ -57,7 +57,7 @@ CASES = [
     ("check neg.json ok.json", ["jobs[1].profile.throughput[0][1]"]),
     ("check {tiny} junk.json", ["schedule", "not valid JSON"]),
     ("check {tiny} absent.json", ["schedule.path", "absent.json"]),
-    ("export nan.json", ["jobs[0].weight", "nan"]),
+    ("export nan.json", ["jobs[0].weight", "NaN"]),
     ("export absent.json", ["path", "absent.json"]),
     ("export {tiny} --format xyz", ["--format", "xyz"]),
     ("validate neg.json ok.json", ["jobs[1].profile.throughput[0][1]"]),

@@ -64,16 +64,18 @@ def _partitions(g: int, parts: int, cap: int):
 
 @pytest.mark.parametrize("g", [2, 3, 4, 6, 8, 16])
 @pytest.mark.parametrize("sigma", [0.3, 0.81, 0.95, 1.0])
-def test_split_credits_cover_every_split(g, sigma):
-    """The pieces of any split over K nodes are credited at least the split's worth sigma^(K-1)."""
-    for k_nodes in range(2, min(g, 5) + 1):
+@pytest.mark.parametrize("base", [1, 2, 3, 4])
+def test_split_credits_cover_every_split(g, sigma, base):
+    """The pieces of any split over K >= base nodes are credited at least the split's worth
+    sigma^(K-base) (base: the node count the gang's spread is paid beyond, 1 counted from one node)."""
+    for k_nodes in range(max(2, base), min(g, 5) + 1):
         kk = min(k_nodes, TAIL)
         for parts in _partitions(g, k_nodes, min(g - 1, 8)):
-            credit = sum(split_fraction(k, g, kk, sigma) for k in parts)
-            assert credit >= sigma ** (k_nodes - 1) - 1e-12, (g, sigma, parts, credit)
+            credit = sum(split_fraction(k, g, kk, sigma, base) for k in parts)
+            assert credit >= sigma ** (k_nodes - base) - 1e-12, (g, sigma, base, parts, credit)
     # the tail credit is tight for an even split (Jensen's equality case)
     if g % TAIL == 0:
-        assert TAIL * split_fraction(g // TAIL, g, TAIL, sigma) == pytest.approx(sigma ** (TAIL - 1))
+        assert TAIL * split_fraction(g // TAIL, g, TAIL, sigma, base) == pytest.approx(sigma ** (TAIL - base))
 
 
 def test_bound_sees_stranded_capacity():

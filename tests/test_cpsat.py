@@ -22,8 +22,8 @@ HUNGRY = Profile((1, 2, 4), (10,), ((0.5,), (1.0,), (2.0,)))
 FLAT = Profile((1, 2, 4), (10,), ((1.0,), (1.0,), (1.0,)))
 
 
-def _inst(nodes, jobs, fair=False, name="t"):
-    return Instance(name, tuple(nodes), tuple(jobs), Round(300.0, fair))
+def _inst(nodes, jobs, fair=False, name="t", spread_from="fewest"):
+    return Instance(name, tuple(nodes), tuple(jobs), Round(300.0, fair, spread_from=spread_from))
 
 
 def _solve(inst, **kw):
@@ -51,21 +51,36 @@ def test_fair_round_forbids_points_below_demand():
     assert _solve(_inst(nodes, jobs, fair=True)).objective == pytest.approx(1.0)
 
 
-def test_split_with_spread():
-    """A 4-GPU job on two 2-GPU nodes must split; its value is multiplied by spread_factor once."""
+@pytest.mark.parametrize(("spread_from", "worth"), [("one", 0.8), ("fewest", 1.0)])
+def test_split_with_spread(spread_from, worth):
+    """A 4-GPU job on two 2-GPU nodes must split; counted from one node its value is multiplied by
+    spread_factor once, counted from the fewest nodes that hold it (two) not at all."""
     nodes = [Node("n0", "V100", 2, 8, 100), Node("n1", "V100", 2, 8, 100)]
-    inst = _inst(nodes, [Job("a", 4, FLAT, (1, 10), spread_factor=0.8)])
+    inst = _inst(nodes, [Job("a", 4, FLAT, (1, 10), spread_factor=0.8)], spread_from=spread_from)
     res = _solve(inst)
     assert res.status is Status.OPTIMAL
-    assert res.objective == pytest.approx(0.8)
+    assert res.objective == pytest.approx(worth)
     assert dict(res.schedule.jobs["a"].nodes) == {"n0": 2, "n1": 2}
 
 
-def test_split_over_three_nodes():
-    """Three nodes used: spread_factor squared."""
+@pytest.mark.parametrize(("spread_from", "worth"), [("one", 0.81), ("fewest", 1.0)])
+def test_split_over_three_nodes(spread_from, worth):
+    """Three nodes used: spread_factor squared counted from one node, nothing from the fewest (three)."""
     nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(3)]
-    res = _solve(_inst(nodes, [Job("a", 6, FLAT, (1, 10), spread_factor=0.9)]))
-    assert res.objective == pytest.approx(0.81)
+    res = _solve(_inst(nodes, [Job("a", 6, FLAT, (1, 10), spread_factor=0.9)], spread_from=spread_from))
+    assert res.objective == pytest.approx(worth)
+
+
+@pytest.mark.parametrize(("spread_from", "worth"), [("one", 0.81 + 2.0), ("fewest", 0.9 + 2.0)])
+def test_a_gang_pays_spread_beyond_its_fewest_nodes(spread_from, worth):
+    """A 4-GPU job whose fewest nodes are two: with n0 and n1 half taken by pinned jobs it runs
+    1 + 1 + 2 over three nodes, one beyond its fewest (0.9; from one node 0.81)."""
+    nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(3)]
+    pinned = [Job(f"p{k}", 1, FLAT, (1, 10), placement={f"n{k}": 1}, restart_s=300) for k in range(2)]
+    res = _solve(_inst(nodes, [Job("a", 4, FLAT, (1, 10), spread_factor=0.9), *pinned], spread_from=spread_from))
+    assert res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(worth)
+    assert len(res.schedule.jobs["a"].nodes) == 3
 
 
 def test_restart_cost_keeps_running_job_home():
@@ -173,27 +188,29 @@ def test_empty_and_trivial_rounds():
     assert res.objective == 0 and len(res.schedule) == 0
 
 
-def test_running_split_job_stays_and_keeps_full_value():
-    """A 4-GPU job running 2+2 on n0/n1 stays there (worth 0.9, no restart cost); moving it to
-    n2+n3 would cost half. A 1-GPU newcomer takes n2."""
+@pytest.mark.parametrize(("spread_from", "worth"), [("one", 0.9), ("fewest", 1.0)])
+def test_running_split_job_stays_and_keeps_full_value(spread_from, worth):
+    """A 4-GPU job running 2+2 on n0/n1 stays there (worth 0.9 counted from one node, 1.0 from its
+    fewest two; no restart cost); moving it to n2+n3 would cost half. A 1-GPU newcomer takes n2."""
     nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(4)]
     run = Job("a", 4, FLAT, (1, 10), spread_factor=0.9, placement={"n0": 2, "n1": 2}, restart_s=150)
     new = Job("b", 1, FLAT, (1, 10))
-    res = _solve(_inst(nodes, [run, new]))
+    res = _solve(_inst(nodes, [run, new], spread_from=spread_from))
     assert res.status is Status.OPTIMAL
     assert dict(res.schedule.jobs["a"].nodes) == {"n0": 2, "n1": 2}
-    assert res.objective == pytest.approx(0.9 + 1.0)
+    assert res.objective == pytest.approx(worth + 1.0)
 
 
-def test_split_job_moving_pays_restart():
+@pytest.mark.parametrize(("spread_from", "spread"), [("one", 0.9), ("fewest", 1.0)])
+def test_split_job_moving_pays_restart(spread_from, spread):
     """The running split job's nodes are taken by two heavier whole jobs; it moves (x 0.5)."""
     nodes = [Node(f"n{i}", "V100", 2, 8, 100) for i in range(4)]
     run = Job("a", 4, FLAT, (1, 10), spread_factor=0.9, placement={"n0": 2, "n1": 2}, restart_s=150,
               gpu_speed={"V100": 1.0})
     heavy = [Job(f"h{k}", 2, FLAT, (1, 10), weight=5.0) for k in range(2)]
     pinned = [replace(h, placement={f"n{k}": 2}, restart_s=300) for k, h in enumerate(heavy)]
-    res = _solve(_inst(nodes, [run, *pinned]))
-    assert res.objective == pytest.approx(5.0 + 5.0 + 0.9 * 0.5)
+    res = _solve(_inst(nodes, [run, *pinned], spread_from=spread_from))
+    assert res.objective == pytest.approx(5.0 + 5.0 + spread * 0.5)
 
 
 _REPEAT = """

@@ -254,7 +254,9 @@ def test_gen_elastic_share_keeps_the_rest_of_the_instance(tmp_path):
 
     plain = generate(4, 16, seed=3, tightness=1.25)
     el = generate(4, 16, seed=3, tightness=1.25, elastic_share=0.5)
-    assert plain.version == 1 and el.version == 2
+    assert plain.version == 3 and el.version == 3 and not plain.uses_policies and el.uses_policies  # version 3: spread from the fewest nodes
+    assert generate(4, 16, seed=3, tightness=1.25, spread_from="one").version == 1
+    assert generate(4, 16, seed=3, tightness=1.25, elastic_share=0.5, spread_from="one").version == 2
     n_el = sum(j.elastic is not None for j in el.jobs)
     assert 0 < n_el < len(el.jobs)
     strip = [{k: v for k, v in j.items() if k != "elastic"} for j in el.to_dict()["jobs"]]
@@ -269,7 +271,7 @@ def test_cli_gen_solve_check_on_an_elastic_round(tmp_path, capsys):
 
     path, out = tmp_path / "el.json", tmp_path / "s.json"
     assert main(["gen", "--nodes", "2", "--jobs", "8", "--seed", "1", "--elastic-share", "0.6", "-o", str(path)]) == 0
-    assert json.loads(path.read_text())["version"] == 2
+    assert json.loads(path.read_text())["version"] == 3
     assert main(["solve", str(path), "--solver", "fungible-greedy", "-o", str(out)]) == 0
     assert main(["check", str(path), str(out)]) == 0
     sched = json.loads(out.read_text())

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_learned_policy import random_round
 
-from optsched import Instance, Job, Node, Profile, check_schedule
+from optsched import Instance, Job, Node, Profile, Round, check_schedule
 from optsched.errors import InputError
 from optsched.gen import generate
 from optsched.learned.decode import _schedule, _State, decode_state, scores_of
@@ -352,18 +352,19 @@ def test_evict_solves_the_all_staying_mix_only_where_someone_would_leave(monkeyp
     assert {j: dict(w) for j, w in st_.where.items()} == {0: {0: 1}, 1: {0: 1}}
 
 
-def test_squeeze_gangs_splits_a_gang_over_nodes_it_shares() -> None:
+@pytest.mark.parametrize(("spread_from", "optimum"), [("one", 4.7), ("fewest", 5.0)])
+def test_squeeze_gangs_splits_a_gang_over_nodes_it_shares(spread_from, optimum) -> None:
     """Two 3-GPU nodes with 50 GB, each running a 1-GPU job at 40 GB (1.5 each); a 4-GPU gang
     (weight 3, spread factor 0.9, 10 GB a GPU) waits: no node has 4 free GPUs, nor room for 2 of
-    its GPUs. Split 2 + 2 with both jobs down to 10 GB (1.0 each) it is worth 3 x 0.9 = 2.7:
-    squeeze_gangs admits it, 4.7 against 3.0, the optimum by brute force. squeeze_in (one node)
-    cannot."""
+    its GPUs. Split 2 + 2 with both jobs down to 10 GB (1.0 each) it is worth 3 x 0.9 = 2.7
+    counted from one node, 3 from its fewest nodes (two): squeeze_gangs admits it, 4.7 (5.0)
+    against 3.0, the optimum by brute force. squeeze_in (one node) cannot."""
     prof = _prof()
     nodes = (Node("n1", "V100", 3, 8, 50), Node("n2", "V100", 3, 8, 50))
     jobs = (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10)), Job("c", 4, prof, (1, 10), weight=3.0, spread_factor=0.9))
-    inst = Instance("sg", nodes, jobs)
+    inst = Instance("sg", nodes, jobs, Round(spread_from=spread_from))
     best, _ = brute_force(inst)
-    assert best == pytest.approx(4.7)
+    assert best == pytest.approx(optimum)
     f = featurise(inst)
     st_ = _State(f)
     p40 = _point(f, 40)

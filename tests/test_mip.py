@@ -97,7 +97,7 @@ def tiny_instances(draw, max_nodes: int = 3, max_jobs: int = 3, max_gpus: int = 
                 restart_s=restart,
             )
         )
-    return Instance("tiny", nodes, tuple(jobs), Round(300.0, draw(st.booleans())))
+    return Instance("tiny", nodes, tuple(jobs), Round(300.0, draw(st.booleans()), spread_from=draw(st.sampled_from(["fewest", "one"]))))
 
 
 # --- an independent enumeration (from the contract, not from the description) --------------------------
@@ -118,9 +118,17 @@ def brute_force(inst: Instance) -> float:
     """The optimum by enumerating every job's (skip | type, grid point, split over nodes)."""
     nodes = inst.nodes
 
+    def kmin(t: str, g: int) -> int:
+        """Spread is paid beyond this many nodes: the fewest of type t holding g GPUs (largest
+        first) when the round counts from the fewest, else one."""
+        if inst.round.spread_from == "one":
+            return 1
+        sizes = sorted((n.gpus for n in nodes if n.gpu_type == t), reverse=True)
+        return next(k for k in range(1, len(sizes) + 1) if sum(sizes[:k]) >= g)
+
     def worth(job: Job, t: str, thr: float, used: dict[str, int]) -> float:
         speed = 1.0 if job.gpu_speed is None else job.gpu_speed[t]
-        v = job.weight * speed * thr / job.profile.at(*job.demand) * job.spread_factor ** (len(used) - 1)
+        v = job.weight * speed * thr / job.profile.at(*job.demand) * job.spread_factor ** (len(used) - kmin(t, job.gpus))
         if job.placement is not None and dict(job.placement) != used:
             v *= 1 - job.restart_s / inst.round.duration_s
         return v

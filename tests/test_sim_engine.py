@@ -73,21 +73,35 @@ def test_fungible_allocation_speeds_up_cpu_bound_job():
 
 
 def test_slow_gpu_and_spread_factor_set_the_rate():
-    """A job on a speed-0.5 GPU type takes twice its duration; one split over two nodes pays
-    spread_factor once."""
+    """A job on a speed-0.5 GPU type takes twice its duration; a 4-GPU job on 2-GPU nodes runs at
+    full rate on two nodes (the fewest that hold it) and pays spread_factor once on three."""
     nodes = cluster.homogeneous(1, gpus=4, cpus=32, mem_gb=256, gpu_type="SLOW")
     wl = _workload([("s", 0, 150, 1, "flat")], nodes)
     res = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg())
     assert _jct(res)["s"] == pytest.approx(300.0)
 
-    two = cluster.homogeneous(2, gpus=2, cpus=16, mem_gb=128)
-    wl = _workload([("w", 0, 160, 4, "flat")], two, spread_factor=0.8)
+    three = cluster.homogeneous(3, gpus=2, cpus=16, mem_gb=128)
+    wl = _workload([("w", 0, 160, 4, "flat")], three, spread_factor=0.8)
 
-    def split(inst: Instance) -> Schedule:
-        return Schedule(inst.name, {"w": Assignment({"n0": 2, "n1": 2}, 4, 32)})
+    def split(nodes: dict[str, int]):
+        return lambda inst: Schedule(inst.name, {"w": Assignment(nodes, 4, 32)})
 
-    res = simulate(wl, two, policies.FIFO(), split, _cfg())
+    res = simulate(wl, three, policies.FIFO(), split({"n0": 2, "n1": 2}), _cfg())
+    assert _jct(res)["w"] == pytest.approx(160.0)
+    res = simulate(wl, three, policies.FIFO(), split({"n0": 2, "n1": 1, "n2": 1}), _cfg())
     assert _jct(res)["w"] == pytest.approx(200.0)
+
+
+def test_a_gang_on_its_fewest_nodes_runs_at_full_rate():
+    """A 16-GPU job with spread factor 0.9 on 8-GPU nodes (default config, a real solver) spans two
+    nodes, the fewest that hold it, and finishes in its trace duration; the round's worth agrees."""
+    from optsched.sim.engine import SolveRoundAllocator
+
+    nodes = cluster.homogeneous(3, gpus=8, cpus=64, mem_gb=512)
+    wl = _workload([("big", 0, 1000, 16, "flat")], nodes, spread_factor=0.9)
+    res = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator("fungible-greedy", time_limit=5.0),
+                   SimConfig(progress=False, check=True))
+    assert _jct(res)["big"] == pytest.approx(1000.0)
 
 
 class Scripted:

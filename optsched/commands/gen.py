@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     jb.add_argument("--elastic-share", type=float,
                     help="share of jobs that are elastic (contract v2): sizes gpus/4 .. 4 x gpus, Amdahl scaling per model")
     jb.add_argument("--duration", type=float, dest="duration_s", help="round length in seconds (default 300)")
+    jb.add_argument("--spread-from", choices=("fewest", "one"),
+                    help="where gangs start paying their spread factor: 'fewest' nodes that hold them (contract version 3, "
+                         "the default) or 'one' node (the meaning of versions 1 and 2)")
     out = p.add_argument_group("output")
     out.add_argument("-o", "--out", help="a FILE.json / FILE.json.gz (one instance) or a DIRECTORY; stdout if absent")
     out.add_argument("--gz", action="store_true", help="compress files written into a directory (.json.gz)")
@@ -85,6 +88,7 @@ def generator_options(args: argparse.Namespace) -> dict[str, Any]:
         "mem_per_node_gb": args.mem_per_node_gb, "rack_size": args.rack_size, "tightness": args.tightness,
         "grid": args.grid, "fair": args.fair, "running_fraction": args.running_fraction,
         "restrict_fraction": args.restrict_fraction, "duration_s": args.duration_s, "elastic_share": args.elastic_share,
+        "spread_from": args.spread_from,
         "restart_s": _floats("--restart-s", args.restart_s),
         "spread_factor": _floats("--spread-factor", args.spread_factor),
         "weights": _floats("--weights", args.weights),

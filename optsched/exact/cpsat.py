@@ -28,6 +28,7 @@ from optsched.errors import InputError
 from optsched.exact import elastic as elastic_rows
 from optsched.exact.fixing import ConfigFixing, config_fixing
 from optsched.exact.hint import greedy_schedule
+from optsched.exact.placeable import can_run, node_arrays
 from optsched.exact.policies import solve_lexicographic
 from optsched.exact.prep import JobData, dominating_point, hug_keep, hug_points_of, job_data, node_classes
 from optsched.exact.scaling import ValueScale
@@ -397,8 +398,10 @@ class RoundModel:
             self.model.add(total >= 1).only_enforce_if(lit)
 
     def add_spread_value(self) -> None:
-        """A split job's value is capped by ``spread_factor^(k-1)`` of its mode, k = nodes used,
-        and by the restart factor unless it stays exactly where it runs now."""
+        """A split job's value is capped by ``spread_factor^(k-kbase)`` of its mode, k = nodes used
+        and ``kbase`` its spread base on the mode's type (:meth:`optsched.model.Instance.spread_base`:
+        the fewest nodes of the type that hold it, or 1 under ``round.spread_from = "one"``; no
+        factor below it), and by the restart factor unless it stays exactly where it runs now."""
         inst = self.instance
         self._u_of: dict[int, list[cp_model.IntVar]] = {}
         for (j, _n), lit in self.u.items():
@@ -816,7 +819,10 @@ def make_scale(instance: Instance, data: list[JobData]) -> ValueScale:
     """The integer scale for this instance's job values (see :mod:`optsched.exact.scaling`)."""
     vals = [v for d in data for v in d.base.values()]
     total = sum(d.best for d in data)
-    max_terms = min(len(instance.jobs), sum(n.gpus for n in instance.nodes))
+    # only jobs that fit somewhere, with a positive value, can enter a schedule: with none, the
+    # bound is 0 exactly (no rounding slack), as the empty schedule is optimal
+    nodes = node_arrays(instance)
+    max_terms = min(sum(1 for d in data if d.best > 0 and can_run(instance, d.job, nodes)), sum(n.gpus for n in instance.nodes))
     return ValueScale.for_values(vals, total, max_terms)
 
 

@@ -10,6 +10,11 @@ used by the solver:
   objective by :meth:`ValueScale.bound`, which adds the worst-case rounding error;
 * the reported objective is never the scaled one: it is recomputed in floating point.
 
+A round with no positive value (no job, or none on a GPU type the cluster has) gets ``max_terms
+= 0`` and a bound of exactly 0. Rounds whose values span more than
+:data:`optsched.limits.MAX_VALUE_SPAN` are refused before any method runs
+(:func:`optsched.limits.check_value_span`), so the scale below always exists.
+
 The scale is chosen so that the smallest positive value is represented with relative
 resolution :data:`RESOLUTION` (so two schedules whose worths differ by more than
 ``jobs * smallest_value * RESOLUTION`` keep their order) while the largest possible objective
@@ -49,8 +54,8 @@ class ValueScale:
         to be scaled without overflow.
         """
         positive = [v for v in values if v > 0]
-        if not positive:
-            return cls(1.0, max(1, max_terms))
+        if not positive:  # no job is worth anything: every schedule is worth 0, exactly
+            return cls(1.0, 0)
         smallest = min(positive)
         scale = 1.0 / (smallest * RESOLUTION)
         # round the scale to a power of two: scaling by it is exact in binary floating point
@@ -59,13 +64,15 @@ class ValueScale:
         if scale > limit:
             scale = 2.0 ** math.floor(math.log2(limit))
         if smallest * scale < 100:
+            # unreachable after optsched.limits.check_value_span (solve_round runs it first): kept
+            # for callers that build a scale from values of their own
             raise InputError(
                 "jobs",
                 f"values from {smallest:.3g} to {max_total:.3g}",
                 "job values (weight x speed x relative throughput) span too many orders of magnitude "
                 "to scale to 64-bit integers for CP-SAT; rescale the weights",
             )
-        return cls(scale, max(1, max_terms))
+        return cls(scale, max(0, max_terms))
 
     def to_int(self, value: float) -> int:
         """The scaled, rounded value (never negative: non-positive values are never scheduled)."""
@@ -81,5 +88,7 @@ class ValueScale:
 
     def bound(self, scaled_bound: float) -> float:
         """A proven upper bound on the true objective from a proven bound on the scaled one."""
+        if self.max_terms == 0:  # no job can enter a schedule: 0 is the bound, not 0 plus slack
+            return max(0.0, scaled_bound / self.scale)
         b = scaled_bound / self.scale + self.max_error
         return b * (1 + 1e-12) + 1e-12  # absorb the floating-point error of this very conversion

@@ -227,9 +227,10 @@ def sub_instance(instance: Instance, schedule: Schedule, node_ids: list[str], ex
     # them, so the neighbourhood is solved without them
     rnd = instance.round
     if rnd.uses_v2:
-        rnd = Round(duration_s=rnd.duration_s, fair=rnd.fair)
+        rnd = Round(duration_s=rnd.duration_s, fair=rnd.fair, spread_from=rnd.spread_from)
         jobs = [replace(j, tenant=None, deadline_s=None, remaining_s=None) if j.uses_v2 else j for j in jobs]
-    return Instance(f"{instance.name}/lns", nodes, tuple(jobs), rnd), ids
+    # a subround: its gangs pay spread from the whole round's kmin, as their worth there does
+    return instance.subround(f"{instance.name}/lns", nodes, tuple(jobs), rnd), ids
 
 
 def _placeable(instance: Instance, job: Job, freed: set[str]) -> bool:

@@ -31,6 +31,7 @@ import numpy as np
 from optsched.learned.features import NEG, RoundFeatures
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
+from optsched.values import spread_multiplier
 
 if TYPE_CHECKING:  # torch only where the policy's output is read: decoding and the repair run without it
     import torch
@@ -243,8 +244,9 @@ def _split(
                 need -= take
                 if need == 0:
                     break
-            speed = job.speed(instance.nodes[int(on_t[0])].gpu_type) or 0.0
-            worth = feats.point_value[j, p] * speed * job.spread_factor ** (len(nodes) - 1)
+            gpu_type = instance.nodes[int(on_t[0])].gpu_type
+            speed = job.speed(gpu_type) or 0.0
+            worth = feats.point_value[j, p] * speed * spread_multiplier(instance, job, gpu_type, len(nodes), g)
             if best is None or worth > best[0] + 1e-12:
                 best = (worth, nodes, p)
         if best is not None:
@@ -303,9 +305,9 @@ def _repoint(st: _State, feats: RoundFeatures, j: int, p: int) -> None:
 def _multiplier(instance: Instance, feats: RoundFeatures, j: int, nodes: dict[int, int]) -> float:
     """What a job's worth is, per unit of ``point_value``, where it is placed."""
     job = instance.jobs[j]
-    n0 = next(iter(nodes))
-    speed = job.speed(instance.nodes[n0].gpu_type) or 0.0
-    v = speed * job.spread_factor ** (len(nodes) - 1)
+    gpu_type = instance.nodes[next(iter(nodes))].gpu_type
+    speed = job.speed(gpu_type) or 0.0
+    v = speed * spread_multiplier(instance, job, gpu_type, len(nodes), sum(nodes.values()))
     if job.placement is not None and dict(job.placement) != {instance.nodes[n].id: k for n, k in nodes.items()}:
         v *= 1.0 - job.restart_s / instance.round.duration_s
     return v

@@ -123,7 +123,7 @@ def residual_round(instance: Instance, placed: Schedule, name: str | None = None
     if name is None:
         digest = hashlib.sha256(json.dumps(placed.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
         name = f"{instance.name}~{digest}"
-    return Instance(name, nodes, jobs, instance.round)
+    return instance.subround(name, nodes, jobs)
 
 
 def _key(instance: Instance, solver: str, time_limit: float, seed: int, options: Mapping[str, Any]) -> str:

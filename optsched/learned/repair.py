@@ -98,6 +98,17 @@ def _type_speed(feats: RoundFeatures, n_types: int) -> np.ndarray:
     return out
 
 
+def _spread_bases(instance: Instance, feats: RoundFeatures, n_types: int) -> np.ndarray:
+    """(J, T) each job's spread base on each GPU type index (:meth:`optsched.model.Instance.spread_base`)."""
+    out = np.ones((feats.n_jobs, n_types))
+    for t in range(n_types):
+        on_t = np.flatnonzero(feats.node_type == t)
+        if on_t.size:
+            name = instance.nodes[int(on_t[0])].gpu_type
+            out[:, t] = [instance.spread_base(name, int(gj)) for gj in feats.gpus]
+    return out
+
+
 def option_table(instance: Instance, feats: RoundFeatures, *, pack_eff: float = 1.0, spread: bool = False) -> OptionTable:
     """The :class:`OptionTable` of a round (vectorised; a few ms for 4,000 jobs). Cores and memory
     of jobs that share nodes count ``1 / pack_eff`` times (what packing them leaves unused).
@@ -115,6 +126,7 @@ def option_table(instance: Instance, feats: RoundFeatures, *, pack_eff: float = 
     speed = _type_speed(feats, T)
     g = feats.gpus.astype(np.float64)
     sf = np.array([j.spread_factor for j in instance.jobs], dtype=np.float64)
+    kbase = _spread_bases(instance, feats, T)
     whole = np.floor(g[:, None] / np.maximum(Gn, 1)[None, :])
     rem = g[:, None] - whole * Gn[None, :]
     k = whole + (rem > 0)
@@ -135,8 +147,8 @@ def option_table(instance: Instance, feats: RoundFeatures, *, pack_eff: float = 
             moved[j, t0] = keep
     base = feats.point_value[:, None, :] * (speed * moved)[:, :, None]
     value = np.concatenate([
-        np.where(ok_whole, base * (sf[:, None] ** np.maximum(k - 1, 0))[:, :, None], -np.inf),
-        np.where(ok_shared, base * (sf[:, None] ** np.maximum(k_shared - 1, 0))[:, :, None], -np.inf),
+        np.where(ok_whole, base * (sf[:, None] ** np.maximum(k - kbase, 0))[:, :, None], -np.inf),
+        np.where(ok_shared, base * (sf[:, None] ** np.maximum(k_shared - kbase, 0))[:, :, None], -np.inf),
     ], axis=1)
     gpus = np.broadcast_to(g[:, None, None], value.shape)
     cpus = np.concatenate([whole[:, :, None] * Cn[None, :, None] + rem[:, :, None] * pc / pack_eff,
@@ -851,7 +863,7 @@ def squeeze_gangs(instance: Instance, feats: RoundFeatures, st: _State, *, max_n
     """Admit waiting multi-GPU jobs split over nodes that also hold other jobs: the gang spreads
     evenly over ``k`` nodes of one GPU type with free GPUs (at most ``G - 1`` GPUs on each, ``k``
     from the fewest such nodes to ``extra_nodes`` more; worth times its spread factor to the
-    ``k - 1``), and on each node the co-located single-node jobs re-choose their grid points in
+    ``k - kbase``, :meth:`~optsched.model.Instance.spread_base`), and on each node the co-located single-node jobs re-choose their grid points in
     what its part leaves (their best mix, :func:`_remix`; :func:`squeeze_in`'s greedy
     :func:`_freeing_plan` is not used here). For each waiting job, most valuable per GPU first, over its types, node counts and grid
     points, the cheapest nodes (those with room first, then the ``max_nodes`` with the most room)
@@ -926,12 +938,13 @@ def squeeze_gangs(instance: Instance, feats: RoundFeatures, st: _State, *, max_n
             if G < 2 or int(st.free_g[on_t].sum()) < g:
                 continue
             top_t = float(feats.speed[j, on_t].max())
+            kbase = instance.spread_base(instance.nodes[int(np.flatnonzero(on_t)[0])].gpu_type, g)
             k0 = max(2, -(-g // (G - 1)))
             for k in range(k0, min(k0 + extra_nodes, g) + 1):
                 parts = _even_parts(g, k)
                 for p in pts:
                     p = int(p)
-                    if best is not None and float(feats.point_value[j, p]) * top_t * sf ** (k - 1) <= best[0]:
+                    if best is not None and float(feats.point_value[j, p]) * top_t * sf ** max(0, k - kbase) <= best[0]:
                         break  # points by worth: no later one can win
                     c, m = int(feats.point_c[j, p]), int(feats.point_m[j, p])
                     chosen: dict[int, int] = {}

@@ -245,7 +245,6 @@ def pooled_model(data: RoundData, per_type: int, strengthen: bool = True) -> Lin
         if not jd.options:
             continue
         j, g, job = jd.index, jd.gpus, jd.job
-        spread = job.spread_factor
         cols = []
         caps_by_point: dict[int, np.ndarray] = {}
         for (t, p), (base, best, kmin) in sorted(jd.options.items()):
@@ -258,7 +257,7 @@ def pooled_model(data: RoundData, per_type: int, strengthen: bool = True) -> Lin
                 split(f"_{j}_{t}_{p}", uc, g, t, c, m, node_cap, whole=False)
                 continue
             if t == jd.stay_type and p in jd.stay_points:  # staying: exactly the placement's GPUs on its nodes
-                cols.append(us := model.add_var(f"s_{j}_{p}", 0.0, 1.0, obj=base * spread ** (len(job.placement) - 1)))
+                cols.append(us := model.add_var(f"s_{j}_{p}", 0.0, 1.0, obj=base * data.spread(jd, t, len(job.placement))))
                 per_pool: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
                 for nid, k in job.placement.items():
                     n = node_index[nid]
@@ -273,13 +272,13 @@ def pooled_model(data: RoundData, per_type: int, strengthen: bool = True) -> Lin
                     book(q, us, gq, cq, mq, c, m)
             if not jd.can_move:
                 continue
-            factor = spread ** (kmin - 1) * (1.0 - jd.restart_share)
+            factor = data.spread(jd, t, kmin) * (1.0 - jd.restart_share)
             gmax = gmax_of_type[t]
             if g % gmax == 0 and kmin == g // gmax:
                 # on kmin nodes every node is full (kmin * gmax GPUs); leaving one part-used takes kmin + 1 nodes
                 cols.append(uf := model.add_var(f"f_{j}_{t}_{p}", 0.0, 1.0, obj=base * factor))
                 split(f"f_{j}_{t}_{p}", uf, g, t, c, m, node_cap, whole=True)
-                cols.append(up := model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=base * factor * spread))
+                cols.append(up := model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=base * data.spread(jd, t, kmin + 1) * (1.0 - jd.restart_share)))
                 split(f"_{j}_{t}_{p}", up, g, t, c, m, node_cap, whole=False)
             else:
                 cols.append(uc := model.add_var(f"u_{j}_{t}_{p}", 0.0, 1.0, obj=base * factor))

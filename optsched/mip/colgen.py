@@ -44,6 +44,7 @@ import numpy as np
 from optsched.exact.prep import JobData, job_data, node_key
 from optsched.model import Instance
 from optsched.schedule import Schedule
+from optsched.values import spread_multiplier
 
 __all__ = ["ConfigBound", "NodeGroup", "Piece", "Prices", "config_bound", "lagrangian_bound", "node_groups", "supported"]
 
@@ -96,20 +97,20 @@ class NodeGroup:
 
 
 def supported(instance: Instance) -> bool:
-    """Whether the bound applies: contract-v1 rounds (no policy fields, no elastic gangs)."""
-    return not instance.round.uses_v2 and not any(j.uses_v2 for j in instance.jobs)
+    """Whether the bound applies: rounds without policy fields or elastic gangs (either spread rule)."""
+    return not instance.uses_policies
 
 
 def _stay_factor(instance: Instance, d: JobData) -> float | None:
-    """Worth factor of staying put (``spread^(nodes - 1)``), or ``None`` when staying differs in
-    nothing from moving (not running, or no restart cost) or is impossible."""
+    """Worth factor of staying put (:func:`optsched.values.spread_multiplier` on its nodes), or
+    ``None`` when staying differs in nothing from moving (not running, or no restart cost) or is impossible."""
     job = d.job
     if not job.placement or job.restart_s <= 0:
         return None
     types = {instance.node(n).gpu_type for n in job.placement}
     if len(types) != 1 or next(iter(types)) not in d.types:
         return None
-    return job.spread_factor ** (len(job.placement) - 1)
+    return spread_multiplier(instance, job, next(iter(types)), len(job.placement))
 
 
 def _category(k: int) -> int:
@@ -151,18 +152,21 @@ def node_groups(instance: Instance, data: list[JobData]) -> list[NodeGroup]:
     return out
 
 
-def split_fraction(k: int, g: int, nodes: int, sigma: float) -> float:
-    """The share of a job's unsplit worth a piece of ``k`` of its ``g`` GPUs is credited with.
+def split_fraction(k: int, g: int, nodes: int, sigma: float, base: int = 1) -> float:
+    """The share of a job's unsplit worth a piece of ``k`` of its ``g`` GPUs is credited with,
+    the gang paying ``sigma`` per node beyond ``base`` (its spread base on the piece's GPU type,
+    :meth:`optsched.model.Instance.spread_base`; every feasible split has ``K >= base`` nodes).
 
-    ``nodes = K < TAIL``: the split is over exactly ``K`` nodes, worth ``sigma^(K - 1)``, shared
-    pro rata: ``k / g * sigma^(K - 1)``. ``nodes = TAIL``: over ``K >= TAIL`` nodes;
-    ``phi(x) = x sigma^(1/x - 1)`` is convex on (0, 1] (``phi'' = b^2 e^b e^(-b/x) / x^3``,
-    ``b = -ln sigma``), so for pieces ``x_i = k_i / g`` summing to 1, ``sum phi(x_i) >= K phi(1/K)
-    = sigma^(K - 1)`` (Jensen): crediting ``phi(k / g)`` over-estimates the worth of every split.
+    ``nodes = K < TAIL``: the split is over exactly ``K`` nodes, worth ``sigma^max(0, K - base)``,
+    shared pro rata. ``nodes = TAIL``: over ``K >= TAIL`` nodes;
+    ``phi(x) = x sigma^(1/x - base)`` is convex on (0, 1] (``sigma^(1 - base)`` times
+    ``x sigma^(1/x - 1)``, whose ``phi'' = b^2 e^b e^(-b/x) / x^3``, ``b = -ln sigma``), so for
+    pieces ``x_i = k_i / g`` summing to 1, ``sum phi(x_i) >= K phi(1/K) = sigma^(K - base)``
+    (Jensen): crediting ``phi(k / g)`` over-estimates the worth of every split over ``K >= base`` nodes.
     """
     if nodes < TAIL:
-        return k / g * sigma ** (nodes - 1)
-    return k / g * sigma ** (g / k - 1)
+        return k / g * sigma ** max(0, nodes - base)
+    return k / g * sigma ** (g / k - base)
 
 
 def class_pieces(instance: Instance, data: list[JobData], cls: tuple[str, int, int, int]) -> dict[int, list[Piece]]:
@@ -170,7 +174,7 @@ def class_pieces(instance: Instance, data: list[JobData], cls: tuple[str, int, i
 
     A whole job (``k = g``, ``K = 1``) is worth ``base`` (times ``1 - restart share`` if running:
     it moves unless the node is its home, which :func:`node_groups` covers); a piece ``k < g`` of a
-    split over ``K`` nodes is worth ``base * split_fraction(k, g, K, spread)`` (moved likewise),
+    split over ``K`` nodes is worth ``base * split_fraction(k, g, K, spread, kbase)`` (moved likewise),
     for the ``K`` that leave each other node at least one GPU and that the type's nodes can hold.
     """
     t, G, C, M = cls
@@ -200,11 +204,12 @@ def class_pieces(instance: Instance, data: list[JobData], cls: tuple[str, int, i
                        for n in nodes_t)
             kmin = max(2, math.ceil(g / most))
             kmax = min(g, len(nodes_t))
+            kbase = instance.spread_base(t, g)
             for kk in range(kmin, min(kmax, TAIL) + 1):
                 # the other K - 1 pieces hold between K - 1 and (K - 1) * most GPUs
                 lo = max(1, g - (kk - 1) * most) if kk < TAIL else 1
                 for k in range(lo, min(cap, g - kk + 1) + 1):
-                    v = base * split_fraction(k, g, kk, job.spread_factor)
+                    v = base * split_fraction(k, g, kk, job.spread_factor, kbase)
                     pieces.append(Piece(d.index, p, k, k * pt.cpus, k * pt.mem, v, k / g, kk))
         if pieces:
             out[d.index] = pieces

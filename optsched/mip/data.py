@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from optsched.model import Instance, Job
+from optsched.values import spread_multiplier
 
 __all__ = ["JobData", "NodeClasses", "RoundData", "pareto_points"]
 
@@ -103,7 +104,8 @@ class JobData:
     - ``base = weight * speed[t] * thr[p] / thr[demand]``: the worth before spreading and moving;
     - ``kmin``: the least number of nodes the job needs on type ``t`` at point ``p``;
     - ``best``: a valid upper bound on its worth at ``(t, p)``, ``base`` times the largest factor
-      ``spread_factor^(k-1) * (1 - restart share if moved)`` over the ways it can run there.
+      ``spread_factor^(k-kbase) * (1 - restart share if moved)`` over the ways it can run there
+      (``kbase``: :meth:`optsched.model.Instance.spread_base`).
     """
 
     index: int
@@ -144,6 +146,10 @@ class RoundData:
     def node_type(self, n: int) -> int:
         return int(self.classes.type_index[self.classes.node_class[n]])
 
+    def spread(self, jd: JobData, t: int, k: int) -> float:
+        """The spread factor of job ``jd`` on ``k`` nodes of type index ``t`` (:func:`optsched.values.spread_multiplier`)."""
+        return spread_multiplier(self.instance, jd.job, self.types[t], k)
+
     def _job_data(self, index: int, job: Job) -> JobData:
         inst, cl = self.instance, self.classes
         points = tuple(pareto_points(job, inst.round.fair))
@@ -164,9 +170,9 @@ class RoundData:
                 base = job.weight * speed * thr / job.demand_throughput
                 factors = []
                 if movable:
-                    factors.append(job.spread_factor ** (kmin - 1) * (1.0 - share))
+                    factors.append(spread_multiplier(inst, job, tname, kmin) * (1.0 - share))
                 if t == stay_type and p in stay_points:
-                    factors.append(job.spread_factor ** (len(job.placement) - 1))
+                    factors.append(spread_multiplier(inst, job, tname, len(job.placement)))
                 if not factors:
                     continue
                 options[(t, p)] = (base, base * max(factors), kmin)

@@ -167,7 +167,7 @@ class RoundMip:
         if j in self.stay and not moved:
             cols.append((self.stay[j], 1.0))
         base = jd.options[(t, p)][0]
-        worth = base * jd.job.spread_factor ** (len(a.nodes) - 1) * ((1.0 - jd.restart_share) if moved else 1.0)
+        worth = base * self.data.spread(jd, t, len(a.nodes)) * ((1.0 - jd.restart_share) if moved else 1.0)
         cols.append((self.v[j], worth))
         return cols
 
@@ -408,9 +408,10 @@ def add_quota_reclaim(mip: RoundMip) -> None:
 def add_value(mip: RoundMip) -> None:
     """Worth ``v[j]``: ``v <= sum best * u``, then one big-M row per (nodes used, moved) mode; maximise ``sum v``.
 
-    With ``base = sum_{t,p} base[t,p] * u[j,t,p]`` and a mode factor ``f = sf^(k-1) (1 - r if moved)``:
-    ``v <= f * base + (1 - f) * B * (1 - e[j,k] + stay[j] if moved)`` where ``B = max base``;
-    the row binds exactly in its mode and is implied by ``v <= base`` otherwise.
+    With mode factors ``f_t = sf^(k-kbase_t) (1 - r if moved)`` (``kbase_t``: the job's spread
+    base on type t, :meth:`optsched.model.Instance.spread_base`):
+    ``v <= sum_{t,p} f_t base[t,p] u[j,t,p] + (1 - min_t f_t) * B * (1 - e[j,k] + stay[j] if moved)``
+    where ``B = max base``; the row binds exactly in its mode and is implied by ``v <= base`` otherwise.
     """
     m, data = mip.model, mip.data
     for jd in data.jobs:
@@ -421,16 +422,17 @@ def add_value(mip: RoundMip) -> None:
         mip.v[j] = vc
         u = mip.u[j]
         m.le(f"vbest_{j}", [(vc, 1.0), *((u[tp], -o[1]) for tp, o in jd.options.items())], 0.0)
-        sf, r = jd.job.spread_factor, jd.restart_share
+        r = jd.restart_share
         ks = sorted(mip.e.get(j, {})) or [None]
         moves = [False, True] if (jd.job.running and 0.0 < r < 1.0) else [False]
+        types = sorted({t for t, _ in jd.options})
         for k in ks:
             for moved in moves:
-                f = (sf ** (k - 1) if k is not None else 1.0) * ((1.0 - r) if moved else 1.0)
-                if f >= 1.0:
+                f = {t: (data.spread(jd, t, k) if k is not None else 1.0) * ((1.0 - r) if moved else 1.0) for t in types}
+                if min(f.values()) >= 1.0:
                     continue  # v <= base is implied by v <= sum best * u
-                slack = (1.0 - f) * big
-                row = [(vc, 1.0), *((u[tp], -f * o[0]) for tp, o in jd.options.items())]
+                slack = (1.0 - min(f.values())) * big
+                row = [(vc, 1.0), *((u[tp], -f[tp[0]] * o[0]) for tp, o in jd.options.items())]
                 rhs = 0.0
                 if k is not None:
                     row.append((mip.e[j][k], slack))

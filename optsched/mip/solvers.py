@@ -10,7 +10,11 @@ the reading of statuses differ. Each solver:
   checker rejects: that would be a formulation bug, never something to hide,
 - reports ``objective`` recomputed from the schedule by :mod:`optsched.values` and ``bound`` as the
   solver's proven dual bound (MPSolver ``Objective().BestBound()``); PuLP exposes no dual bound, so
-  its ``bound`` is the optimum when CBC proved optimality and ``None`` otherwise.
+  its ``bound`` is the optimum when CBC proved optimality and ``None`` otherwise. A final bound
+  below the objective is no bound: it is reported as ``None`` with ``stats["warning"]``, and an
+  ``optimal`` claim with it becomes ``feasible``,
+- refuses (``InputError``) rounds whose value span exceeds :data:`optsched.limits.MAX_VALUE_SPAN` and
+  rounds above its size in :data:`optsched.limits.MAX_CELLS` (it would not answer within its time limit).
 
 Greedy (option ``greedy``, default on): the greedy schedule of :mod:`optsched.exact.hint` (the
 one that seeds CP-SAT) is computed first; SCIP gets it as hint when the caller gave none (or a
@@ -40,6 +44,7 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
+from optsched.limits import check_size, check_value_span
 from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
 from optsched.model import Instance
@@ -73,6 +78,10 @@ class _MipSolver:
         num_threads = options.get("num_threads", 1)
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise InputError("num_threads", num_threads, "must be a positive integer")
+        # what solve_round checks before every method, again for direct callers: a value span the
+        # solver's tolerances cannot keep apart, or a round too large to answer within the time limit
+        check_value_span(instance)
+        check_size(instance, self.name)
         start = time.perf_counter()
         stats: dict[str, Any] = {}
         fallback = Schedule.empty(instance.name)
@@ -128,10 +137,13 @@ class _MipSolver:
         if bound is not None:
             tol = 1e-6 * max(1.0, abs(objective))
             if bound < objective - tol:
-                from optsched.solve import SolverBug
-
-                raise SolverBug(f"{self.name}: dual bound {bound} is below the recomputed objective {objective}")
-            bound = max(bound, objective)  # below it only within the solver's tolerances
+                # not a bound (the backend lost precision): report none, and no proof either
+                stats["warning"] = f"{self.name} ended with dual bound {bound!r} below the objective {objective!r}; no bound is reported"
+                bound = None
+                if status is Status.OPTIMAL:
+                    status = Status.FEASIBLE
+            else:
+                bound = max(bound, objective)  # below it only within the solver's tolerances
         return Result(schedule, status, objective, bound, self.name, "exact", time.perf_counter() - start, stats)
 
 

@@ -6,8 +6,11 @@ processes, never on the event loop; checks (fast, no solver) run in the server's
 Every error answer is an :class:`~optsched.service.schemas.ErrorBody`:
 
 ====  ==================  ====================================================================
-422   ``bad_input``       malformed JSON, a schema violation, or an ``InputError`` of the model
-                          (``field`` is a JSON path such as ``instance.jobs[3].demand``)
+401   ``unauthorized``    a token is configured and the request does not carry it
+413   ``too_large``       the body is larger than the configured cap
+422   ``bad_input``       malformed JSON (as :func:`optsched.io.parse_json` refuses it), a schema
+                          violation, or the ``InputError`` of ``Instance.from_dict`` (``field`` is
+                          a JSON path such as ``instance.jobs[3].demand``)
 429   ``over_capacity``   every worker busy and the queue full; retry after ``Retry-After`` s
 503   ``unavailable``     the pool is not running (starting or stopping)
 500   ``solver_error``    the solver raised, returned an infeasible schedule, or its process died
@@ -28,15 +31,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from optsched.errors import InputError
+from optsched.errors import InputError, jsonable, safe_text
 from optsched.service.config import ServiceConfig
+from optsched.service.guard import RequestGuard
 from optsched.service.pool import OverCapacity, PoolError, SolvePool, Unavailable, WorkerCrashed, WorkerTimeout
 from optsched.service.schemas import (
     CheckRequest,
     CheckResponse,
     ErrorBody,
     Health,
-    InstanceModel,
     MethodModel,
     SolveRequest,
     SolveResponse,
@@ -67,21 +70,15 @@ def _err(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 _E = {"model": ErrorBody}
 POOL_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {**_E, "description": "the server requires a bearer token and the request lacks it"},
+    413: {**_E, "description": "the body is larger than the server's cap (the message names it)"},
     422: {**_E, "description": "bad input (the field is named)"},
     429: {**_E, "description": "over capacity: every worker busy and the queue full"},
     500: {**_E, "description": "the solver failed for this request"},
     503: {**_E, "description": "the solve pool is not running"},
     504: {**_E, "description": "the solve overran its time limit by far"},
 }
-CHECK_ERRORS: dict[int | str, dict[str, Any]] = {422: POOL_ERRORS[422], 500: {**_E, "description": "internal error"}}
-
-
-def _short(value: Any, limit: int = 200) -> Any:
-    """A value for an error body: scalars as they are, anything else as a short repr."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value if not isinstance(value, str) or len(value) <= limit else value[: limit - 3] + "..."
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+CHECK_ERRORS: dict[int | str, dict[str, Any]] = {k: POOL_ERRORS[k] for k in (401, 413, 422)} | {500: {**_E, "description": "internal error"}}
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -93,13 +90,16 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
-def _parse_instance(model: InstanceModel):
-    from optsched.model import Instance
-
-    try:
-        return Instance.from_dict(model.contract_dict())
-    except InputError as e:
-        raise e.within("instance") from None
+def _schema_error_item(e: dict[str, Any]) -> dict[str, Any]:
+    """One pydantic error as ``{field, value, problem}``: the contract's own ``InputError`` (raised
+    by ``Instance.from_dict`` inside the model) keeps its field, value and problem."""
+    cause = e.get("ctx", {}).get("error")
+    if isinstance(cause, InputError):
+        return cause.within(_field_path(tuple(e.get("loc", ())))).to_dict()
+    if e.get("type") == "json_invalid":
+        return {"field": "body", "value": None, "problem": f"invalid JSON ({safe_text(str(e.get('ctx', {}).get('error', 'decode error')))})"}
+    return {"field": safe_text(_field_path(tuple(e.get("loc", ())))), "value": None if e.get("type") == "missing" else jsonable(e.get("input")),
+            "problem": safe_text(str(e.get("msg", "")))}
 
 
 def _method_info(solver: str | None, field: str = "solver"):
@@ -125,11 +125,7 @@ async def _run(pool: SolvePool, kind: str, payload: dict[str, Any], deadline_s: 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _schema_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": "body", "value": None, "problem": f"invalid JSON ({e.get('ctx', {}).get('error', 'decode error')})"}
-                  if e.get("type") == "json_invalid" else
-                  {"field": _field_path(tuple(e.get("loc", ()))), "value": None if e.get("type") == "missing" else _short(e.get("input")),
-                   "problem": e.get("msg", "")}
-                  for e in exc.errors()]
+        errors = [_schema_error_item(e) for e in exc.errors()]
         first = errors[0] if errors else {"field": "body", "value": None, "problem": "invalid request"}
         return JSONResponse(status_code=422, content=_err("bad_input", f"{first['field']}: {first['problem']}", **first, errors=errors))
 
@@ -187,6 +183,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     app = FastAPI(title="optsched", version=__version__, description=API_DESCRIPTION, lifespan=lifespan)
     app.state.config, app.state.pool = cfg, pool
+    app.add_middleware(RequestGuard, token=cfg.token, max_body_bytes=cfg.max_body_bytes)
     _install_error_handlers(app)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
@@ -209,10 +206,9 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         The schedule always passes the independent checker. ``time_limit`` is capped at the
         server's maximum; the answer says which limit applied.
         """
-        _parse_instance(req.instance)
         info = _method_info(req.solver)
         tl = cfg.time_limit(req.time_limit)
-        payload = {"instance": req.instance.contract_dict(), "method": req.method, "solver": req.solver, "time_limit": tl,
+        payload = {"instance": req.instance.to_dict(), "method": req.method, "solver": req.solver, "time_limit": tl,
                    "seed": req.seed, "hint": None if req.hint is None else req.hint.contract_dict(), "method_info": info}
         out = await _run(pool, "solve", payload, cfg.deadline(tl))
         out["time_limit"] = tl
@@ -223,15 +219,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         """The independent checker: feasibility (every violated rule) and the recomputed objective."""
         from optsched.checker import check_schedule
 
-        return check_schedule(_parse_instance(req.instance), req.schedule.contract_dict()).to_dict()
+        return check_schedule(req.instance, req.schedule.contract_dict()).to_dict()
 
     @app.post("/v1/validate", response_model=ValidateResponse, responses=POOL_ERRORS, tags=["rounds"])
     async def validate(req: ValidateRequest) -> dict[str, Any]:
         """Judge an external decision (``optsched validate``): violations, gap to a reference solve, per-job diff."""
-        _parse_instance(req.instance)
         info = _method_info(req.solver)
         tl = cfg.time_limit(req.time_limit)
-        payload = {"instance": req.instance.contract_dict(), "decision": req.decision.contract_dict(), "solver": req.solver,
+        payload = {"instance": req.instance.to_dict(), "decision": req.decision.contract_dict(), "solver": req.solver,
                    "time_limit": tl, "seed": req.seed, "loglik": req.loglik, "method_info": info}
         out = await _run(pool, "validate", payload, cfg.deadline(tl))
         out["time_limit"] = tl

@@ -4,12 +4,12 @@ The instance models (``NodeModel`` ... ``InstanceModel``) are generated at impor
 dataclasses of :mod:`optsched.model`: same fields, defaults and docstrings, JSON types derived
 from the Python types, with the bounds that JSON Schema can say (``_OVERRIDES``). A field added to
 the contract appears in the API by itself; one whose type has no JSON mapping fails at import.
-They give the OpenAPI schema its shape and refuse malformed JSON (wrong types, missing fields,
-values out of range) before any work is queued. The contract types stay the one place that decides
-validity (strictly increasing grids, a demand on the grid, unique ids, ...): every instance is
-parsed by ``Instance.from_dict`` and its :class:`~optsched.errors.InputError` becomes a 422
-naming the field (``tests/test_service.py`` checks that every bundled instance and random valid
-rounds pass both unchanged).
+They give the OpenAPI schema its shape. They do not validate requests: a request's ``instance``
+is :data:`ContractInstance`, read by ``Instance.from_dict`` exactly as the CLI and the Python API
+read a round (so the service accepts and refuses exactly what they do), and its
+:class:`~optsched.errors.InputError` becomes a 422 naming the field (``tests/test_service.py``
+checks that every bundled instance and random valid rounds pass both unchanged, and
+``tests/test_malformed.py`` that malformed ones get the same refusal everywhere).
 
 Models are strict: ``"4"`` is not an integer and ``true`` is not a number, as in the contract.
 Unknown fields are ignored, as ``from_dict`` ignores them.
@@ -22,13 +22,14 @@ from collections.abc import Mapping
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, create_model
 
 from optsched import model as _model
 
 __all__ = [
     "AssignmentModel",
     "CheckRequest",
+    "ContractInstance",
     "CheckResponse",
     "DemandModel",
     "ErrorBody",
@@ -155,6 +156,16 @@ if unknown:  # an override for a field the contract no longer has
 del unknown
 
 
+def _contract_instance(value: Any) -> _model.Instance:
+    """A request's round, read by the contract's own ``Instance.from_dict``: its ``InputError``
+    (a ``ValueError``) reaches the app's 422 handler with the field it names."""
+    return _model.Instance.from_dict(value)
+
+
+#: a request's ``instance``: documented as :data:`InstanceModel`, validated by ``Instance.from_dict``
+ContractInstance = Annotated[Any, PlainValidator(_contract_instance, json_schema_input_type=InstanceModel)]
+
+
 # --- schedules (docs/contract.md, "Schedule") ------------------------------------------------------
 
 
@@ -195,7 +206,7 @@ class SolveRequest(BaseModel):
     """``POST /v1/solve``: what ``solve_round(instance, method, solver=, time_limit=, seed=, hint=)`` takes."""
 
     model_config = _STRICT
-    instance: InstanceModel
+    instance: ContractInstance
     method: Method = "auto"
     solver: NonEmpty | None = Field(None, description="a registered solver by name (GET /v1/methods); overrides the family default")
     time_limit: TimeLimit = None
@@ -223,7 +234,7 @@ class CheckRequest(BaseModel):
     """``POST /v1/check``: the independent checker on one decision."""
 
     model_config = _STRICT
-    instance: InstanceModel
+    instance: ContractInstance
     schedule: ScheduleModel
 
 
@@ -246,7 +257,7 @@ class ValidateRequest(BaseModel):
     """``POST /v1/validate``: judge an external decision against a reference solve (``optsched validate``)."""
 
     model_config = _STRICT
-    instance: InstanceModel
+    instance: ContractInstance
     decision: ScheduleModel
     solver: NonEmpty = Field("cpsat", description="the reference solver (default cpsat)")
     time_limit: TimeLimit = None
@@ -320,7 +331,8 @@ class ErrorBody(BaseModel):
     """Every error response: ``error`` is a stable code, ``message`` says what happened.
 
     Codes: ``bad_input`` (422; ``field``/``value``/``problem`` name the first bad field, ``errors``
-    lists all that the schema found), ``over_capacity`` (429), ``unavailable`` (503),
+    lists all that the schema found), ``unauthorized`` (401), ``too_large`` (413),
+    ``over_capacity`` (429), ``unavailable`` (503),
     ``solver_error`` (500: the solver raised or its process died), ``solver_timeout`` (504: it
     overran its time limit by far; its worker was restarted), ``internal`` (500).
     """

@@ -10,7 +10,8 @@ Time is cut into rounds of ``round_s`` seconds starting at 0. At each round boun
    ``Instance -> Schedule | Result``) and applies its schedule: a running job left out is
    preempted, one whose node -> GPU map changes is moved;
 4. advances every running job through the round at rate
-   ``gpu_speed[t] x throughput[c][m] x spread_factor^(k-1)`` (samples/s; a job's work is its trace
+   ``gpu_speed[t] x throughput[c][m] x spread_factor^(k-kmin)`` (samples/s, ``kmin`` the fewest
+   nodes of type ``t`` that hold its GPUs, as the contract's worth counts it; a job's work is its trace
    duration times its throughput at the fixed demand), times an elastic job's scaling factor at
    the GPU count it got this round (``SimConfig.elastic_share``; a size change is a move).
 
@@ -123,7 +124,7 @@ class SolveRoundAllocator:
         if self.takes_hint and self._previous is not None:
             present = {j.id for j in instance.jobs}
             hint = Schedule(instance.name, {j: a for j, a in self._previous.jobs.items() if j in present})
-        if self.validate or instance.version == 2:  # policy rounds always go through solve_round's checks
+        if self.validate or instance.uses_policies:  # policy rounds always go through solve_round's checks
             from optsched.solve import solve_round
 
             res = solve_round(instance, self.method if self.solver is None else "auto", solver=self.solver,
@@ -231,10 +232,13 @@ class SimResult:
         return summarise(self)
 
 
-def _assignment_rate(job: SimJob, a: Assignment, node_type: dict[str, str]) -> float:
-    t = node_type[next(iter(a.nodes))]
+def _assignment_rate(job: SimJob, a: Assignment, cluster: Instance) -> float:
+    """Samples/s of ``job`` run as ``a``; ``cluster``: the simulated nodes under the rounds' spread
+    rule, so the spread factor is paid from the node count the worth pays it from (its spread base)."""
+    t = cluster.node(next(iter(a.nodes))).gpu_type
     speed = 1.0 if job.gpu_speed is None else job.gpu_speed[t]
-    rate = speed * job.profile.at(a.cpus_per_gpu, a.mem_per_gpu_gb) * job.spread_factor ** (len(a.nodes) - 1)
+    spread = job.spread_factor ** max(0, len(a.nodes) - cluster.spread_base(t, a.gpus))
+    rate = speed * job.profile.at(a.cpus_per_gpu, a.mem_per_gpu_gb) * spread
     if job.elastic is not None:  # an elastic job's throughput at the size it got, relative to its gpus
         factor = job.elastic.factor(a.gpus)
         if factor is None:
@@ -298,6 +302,7 @@ def simulate_steps(
     pin = pins_running_jobs(cfg, policy, any(j.deadline_s is not None for j in jobs))
     rnd = Round(duration_s=R, fair=cfg.fair, tenants=cfg.tenant_quotas, max_moves=cfg.max_moves, packing=cfg.packing,
                 packing_tolerance=cfg.packing_tolerance, fairness=cfg.fairness)
+    cluster = Instance("cluster", nodes, (), rnd)  # the nodes' types and spread bases (_assignment_rate)
 
     submit = np.array([j.submit_s for j in jobs], dtype=np.float64)
     gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
@@ -411,7 +416,7 @@ def simulate_steps(
                     if report:
                         raise SimulationError(f"round at t={t:g}: infeasible schedule: {[str(v) for v in report[:3]]}")
                     objective = report.objective
-                _apply(schedule, sel, jobs, assign, rate, delay_left, restart, ever_ran, start, preempt, moves, alloc, t, node_type)
+                _apply(schedule, sel, jobs, assign, rate, delay_left, restart, ever_ran, start, preempt, moves, alloc, t, cluster)
                 last_sig = sig
             # advance the round
             run_idx = np.flatnonzero(rate > 0)
@@ -721,7 +726,7 @@ def _with_state(base: Job, weight: float, placement: Mapping[str, int] | None,
 def _apply(
     schedule: Schedule, sel: np.ndarray, jobs: tuple[SimJob, ...], assign: list[Assignment | None], rate: np.ndarray,
     delay_left: np.ndarray, restart: np.ndarray, ever_ran: np.ndarray, start: np.ndarray, preempt: np.ndarray,
-    moves: np.ndarray, alloc: np.ndarray, t: float, node_type: dict[str, str],
+    moves: np.ndarray, alloc: np.ndarray, t: float, cluster: Instance,
 ) -> None:
     offered = {jobs[j].id: int(j) for j in sel}
     unknown = [jid for jid in schedule.jobs if jid not in offered]
@@ -747,6 +752,6 @@ def _apply(
                 start[j] = t
                 ever_ran[j] = True
         assign[j] = new
-        rate[j] = _assignment_rate(jobs[j], new, node_type)
+        rate[j] = _assignment_rate(jobs[j], new, cluster)
         g = new.gpus
         alloc[j] = (g, g * new.cpus_per_gpu, g * new.mem_per_gpu_gb)

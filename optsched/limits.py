@@ -1,0 +1,180 @@
+"""The numeric range every method accepts, and the round sizes each method is trusted with.
+
+One place for the limits that the contract's field checks (:mod:`optsched.model`) leave open:
+integers and floats that are valid JSON and valid Python but that no backend can compute with
+(10^400 GPUs, a weight of 1e308, throughputs spanning 1e-9 to 1e9), and the round sizes beyond
+which a MIP backend no longer honours its time limit. Every refusal is an
+:class:`~optsched.errors.InputError` naming the field, the value and the limit.
+
+- :func:`check_ranges` runs when a round is read (``Instance.from_dict``: the CLI, the HTTP
+  service, ``load_instance``) and again in ``solve_round`` before any method (a round built in
+  Python skips ``from_dict``);
+- :func:`check_value_span` runs in ``solve_round`` before any method and in the MIP solvers, so
+  ``cpsat``, ``lns``, ``scip``, ``cbc``, ``pulp`` and the heuristics refuse the same rounds with
+  the same message (CP-SAT's integer scaling, :mod:`optsched.exact.scaling`, relies on it);
+- :func:`check_size` refuses a round larger than :data:`MAX_CELLS` allows for a method.
+
+The same figures are stated in ``docs/contract.md`` ("Numeric range") and ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from optsched.errors import InputError
+
+if TYPE_CHECKING:
+    from optsched.model import Instance, Job
+
+__all__ = [
+    "MAX_CELLS",
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "MAX_FACTOR",
+    "MAX_SECONDS",
+    "MAX_THROUGHPUT",
+    "MAX_VALUE_SPAN",
+    "MIN_FACTOR",
+    "MIN_THROUGHPUT",
+    "check_ranges",
+    "check_size",
+    "check_value_span",
+    "job_value_range",
+]
+
+#: deepest JSON nesting read (a contract document nests 7 deep, an HTTP request 8)
+MAX_DEPTH = 64
+#: largest integer field (GPUs, cores, GB, grid values, placements, quotas, ``max_moves``): a
+#: product of two of them summed over a million terms stays inside CP-SAT's 64-bit integers
+MAX_COUNT = 1_000_000
+#: range of the multiplicative factors ``weight``, ``gpu_speed`` values and ``elastic.scaling``
+MIN_FACTOR, MAX_FACTOR = 1e-6, 1e6
+#: range of ``profile.throughput`` values (samples/s)
+MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e12
+#: largest duration in seconds (``round.duration_s``, ``restart_s``, ``deadline_s``, ``remaining_s``): 31.7 years
+MAX_SECONDS = 1e9
+#: largest ratio between two positive job values (``weight x speed x throughput / demand
+#: throughput``, see :func:`job_value_range`) in one round: MIP solvers work to relative
+#: tolerances near 1e-9, and CP-SAT scales values to integers with 1e-5 resolution under 2^50
+MAX_VALUE_SPAN = 1e6
+#: the most ``nodes x jobs`` cells each method takes. Measured at the default 10 s time limit on
+#: ``optsched gen`` rounds (seed 0) on a loaded 2-core machine: at 128 x 512 (65,536 cells) scip,
+#: cbc and pulp answered in 12.0, 15.8 and 11.1 s (the greedy schedule: the time went into building
+#: the MIP); at 256 x 1,024 (262,144) scip and cbc needed 32 and 28 s, and 1,024 x 4,000 rounds
+#: none at all within 60-200 s. Methods not listed take rounds of any size (they stop at their
+#: time limit).
+MAX_CELLS: dict[str, int] = {"scip": 65_536, "cbc": 65_536, "pulp": 65_536}
+
+
+def _count(field: str, v: int) -> None:
+    if v > MAX_COUNT:
+        raise InputError(field, v, f"must be <= {MAX_COUNT:,} (the largest count optsched computes with)")
+
+
+def _between(field: str, v: float, lo: float, hi: float, what: str) -> None:
+    if not lo <= v <= hi:
+        raise InputError(field, v, f"must be in [{lo:g}, {hi:g}] ({what})")
+
+
+def _seconds(field: str, v: float | None) -> None:
+    if v is not None and v > MAX_SECONDS:
+        raise InputError(field, v, f"must be <= {MAX_SECONDS:g} seconds")
+
+
+def check_ranges(instance: Instance) -> None:
+    """Refuse a round with a number outside the range every method computes with.
+
+    The contract's own checks (types, signs, grids) have passed; this adds the upper (and for
+    factors, lower) limits of :data:`MAX_COUNT`, :data:`MIN_FACTOR` .. :data:`MAX_FACTOR`,
+    :data:`MIN_THROUGHPUT` .. :data:`MAX_THROUGHPUT` and :data:`MAX_SECONDS`. The field is named
+    as a JSON path (``jobs[3].weight``).
+    """
+    rnd = instance.round
+    _seconds("round.duration_s", rnd.duration_s)
+    if rnd.max_moves is not None:
+        _count("round.max_moves", rnd.max_moves)
+    for name, q in (rnd.tenants or {}).items():
+        _count(f"round.tenants.{name}.quota_gpus", q)
+    for i, n in enumerate(instance.nodes):
+        for key in ("gpus", "cpus", "mem_gb"):
+            _count(f"nodes[{i}].{key}", getattr(n, key))
+    for i, j in enumerate(instance.jobs):
+        _check_job(f"jobs[{i}]", j)
+
+
+def _check_job(at: str, j: Job) -> None:
+    _count(f"{at}.gpus", j.gpus)
+    _between(f"{at}.weight", j.weight, MIN_FACTOR, MAX_FACTOR, "the weight range")
+    for t, s in (j.gpu_speed or {}).items():
+        _between(f"{at}.gpu_speed.{t}", s, MIN_FACTOR, MAX_FACTOR, "the speed-factor range")
+    prof = j.profile
+    for key in ("cpus_per_gpu", "mem_per_gpu_gb"):
+        for k, v in enumerate(getattr(prof, key)):
+            _count(f"{at}.profile.{key}[{k}]", v)
+    for a, row in enumerate(prof.throughput):
+        for b, v in enumerate(row):
+            _between(f"{at}.profile.throughput[{a}][{b}]", v, MIN_THROUGHPUT, MAX_THROUGHPUT, "the throughput range")
+    for n, k in (j.placement or {}).items():
+        _count(f"{at}.placement.{n}", k)
+    _seconds(f"{at}.restart_s", j.restart_s)
+    _seconds(f"{at}.deadline_s", j.deadline_s)
+    _seconds(f"{at}.remaining_s", j.remaining_s)
+    if j.elastic is not None:
+        for k, g in enumerate(j.elastic.gpus):
+            _count(f"{at}.elastic.gpus[{k}]", g)
+        for k, f in enumerate(j.elastic.scaling):
+            _between(f"{at}.elastic.scaling[{k}]", f, MIN_FACTOR, MAX_FACTOR, "the speed-factor range")
+
+
+def job_value_range(instance: Instance, job: Job) -> tuple[float, float] | None:
+    """Smallest and largest value ``weight x speed x throughput / demand throughput`` (times the
+    smallest and largest ``elastic.scaling`` factor) of ``job`` over the GPU types it may use that
+    the cluster has and its admissible grid points (in a ``fair`` round: throughput at least the
+    demand's); ``None`` when the cluster has none of its GPU types."""
+    present = {n.gpu_type for n in instance.nodes if n.gpus > 0}
+    speeds = [s for t in present if (s := job.speed(t)) is not None]
+    if not speeds:
+        return None
+    demand = job.demand_throughput
+    thr = [v for row in job.profile.throughput for v in row if not instance.round.fair or v >= demand]
+    lo_f, hi_f = (1.0, 1.0) if job.elastic is None else (min(job.elastic.scaling), max(job.elastic.scaling))
+    lo = job.weight * min(speeds) * min(thr) / demand * lo_f
+    hi = job.weight * max(speeds) * max(thr) / demand * hi_f
+    return lo, hi
+
+
+def check_value_span(instance: Instance) -> None:
+    """Refuse a round whose job values span more than :data:`MAX_VALUE_SPAN` (largest over
+    smallest, :func:`job_value_range` over every job): no backend keeps such values apart (CP-SAT's
+    integer scaling would overflow, MIP solvers stop with bounds below their own objective)."""
+    lo, hi, lo_at, hi_at = math.inf, 0.0, -1, -1
+    for i, job in enumerate(instance.jobs):
+        r = job_value_range(instance, job)
+        if r is None:
+            continue
+        if r[0] < lo:
+            lo, lo_at = r[0], i
+        if r[1] > hi:
+            hi, hi_at = r[1], i
+    if hi > 0 and hi > MAX_VALUE_SPAN * lo:
+        raise InputError(
+            "jobs",
+            f"values from {lo:.3g} (jobs[{lo_at}]) to {hi:.3g} (jobs[{hi_at}])",
+            f"job values (weight x speed x throughput / demand throughput) span more than {MAX_VALUE_SPAN:g}x, "
+            "more than the solvers' tolerances keep apart; rescale the weights or the throughputs",
+        )
+
+
+def check_size(instance: Instance, method: str) -> None:
+    """Refuse a round with more ``nodes x jobs`` cells than :data:`MAX_CELLS` gives ``method``."""
+    limit = MAX_CELLS.get(method)
+    if limit is None:
+        return
+    n_nodes, n_jobs = instance.size
+    cells = n_nodes * n_jobs
+    if cells > limit:
+        raise InputError("instance", f"{n_nodes} nodes x {n_jobs} jobs = {cells:,} cells",
+                         f"is larger than {method} takes ({limit:,} cells: above it, it does not answer within its time limit); "
+                         f"use cpsat, lns or auto")
+
