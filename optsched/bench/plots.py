@@ -27,7 +27,7 @@ def plot_bounds_over_time(
     horizon: float | None = None,
 ) -> Any:
     """Primal (solid: the incumbent's worth) and dual (dashed: the proven bound) curves over time,
-    for one instance and several methods, as step functions; a dot marks each recorded event.
+    for one instance and several methods, as step functions; a dot marks each change.
 
     ``trajectories`` maps a label (e.g. the solver) to ``[(t, objective, bound?), ...]``
     (:mod:`optsched.trajectory`). Each curve is drawn on to ``horizon`` (default: the last event
@@ -43,7 +43,8 @@ def plot_bounds_over_time(
                 continue
             xs, ys = [x for x, _ in pts], [y for _, y in pts]
             ax.step([*xs, max(end, xs[-1])], [*ys, ys[-1]], where="post", color=color, ls=style, label=f"{label} {name}")
-            ax.plot(xs, ys, ls="none", marker=".", color=color)
+            changed = [i for i in range(len(ys)) if i == 0 or ys[i] != ys[i - 1]]
+            ax.plot([xs[i] for i in changed], [ys[i] for i in changed], ls="none", marker=".", color=color)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("objective")
     ax.set_title(title or "primal and dual bounds over time")
