@@ -5,6 +5,8 @@ allocation. ``solve_round`` solves it exactly (CP-SAT), heuristically, or with a
 ``check_schedule`` is an independent checker of the round contract (docs/contract.md).
 """
 
+import logging
+
 from optsched.checker import CheckReport, Violation, check_schedule
 from optsched.errors import InputError
 from optsched.io import load_instance, load_schedule, save_instance
@@ -15,6 +17,10 @@ from optsched.schedule import Assignment, Schedule
 from optsched.solve import SolverBug, solve_round
 
 __version__ = "0.1.0"
+
+# the library logs under "optsched" (module loggers such as optsched.exact.cpsat) and configures
+# no output of its own: the application decides (logging.basicConfig, a handler on "optsched")
+logging.getLogger("optsched").addHandler(logging.NullHandler())
 
 __all__ = [
     "CONTRACT_VERSION",

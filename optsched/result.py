@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from optsched.schedule import Schedule
+from optsched.trajectory import TrajectoryPoint
 
 __all__ = ["Result", "Status", "gap"]
 
@@ -38,7 +39,9 @@ class Result:
 
     ``objective`` is recomputed in floating point from the schedule (never the solver's scaled
     integer value). ``bound`` is a proven upper bound on the optimum or ``None``. ``stats`` holds
-    backend details (model size, hint value, nodes explored, ...).
+    backend details (model size, hint value, nodes explored, ...). ``trajectory`` lists the
+    incumbents and bounds as they came (:mod:`optsched.trajectory`): monotone, ending at
+    ``objective`` and ``bound``; empty when the method records none.
     """
 
     schedule: Schedule
@@ -49,10 +52,12 @@ class Result:
     method: str
     time_s: float
     stats: Mapping[str, Any] = field(default_factory=dict)
+    trajectory: tuple[TrajectoryPoint, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+        object.__setattr__(self, "trajectory", tuple(TrajectoryPoint(*p) for p in self.trajectory))
 
     @property
     def gap(self) -> float | None:
@@ -72,6 +77,8 @@ class Result:
         )
         if self.stats:
             d["stats"] = {k: v for k, v in self.stats.items() if _is_json(v)}
+        if self.trajectory:
+            d["trajectory"] = [[round(p.t_s, 6), p.objective, p.bound] for p in self.trajectory]
         return d
 
     def summary(self) -> str:

@@ -17,6 +17,7 @@ from optsched.model import Instance
 from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
+from optsched.trajectory import Progress, recording
 
 __all__ = ["SolverBug", "choose_auto", "solve_round"]
 
@@ -128,6 +129,7 @@ def solve_round(
     time_limit: float = 10.0,
     seed: int = 0,
     hint: Schedule | Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
     **options: Any,
 ) -> Result:
     """Solve one scheduling round.
@@ -136,7 +138,12 @@ def solve_round(
     ``solver`` picks a registered solver by name (``optsched.methods()`` lists them). The call
     returns within ``time_limit`` seconds plus a small overhead, always with a schedule that the
     independent checker accepts: the best one found when time runs out, the empty one at worst.
-    ``hint`` (a schedule) seeds methods that take one. Extra ``options`` go to the solver.
+    ``hint`` (a schedule) seeds methods that take one. ``progress`` is called as
+    ``progress(t_s, objective, bound)`` with each event of the solve's trajectory as it comes
+    (seconds since the call started, the best schedule's worth or ``None`` before the first, the
+    best proven bound or ``None``): the objective never falls and the bound never rises.
+    ``Result.trajectory`` holds the same events, ending at the result's objective and bound.
+    Extra ``options`` go to the solver.
 
     Before any method runs, the round must be in the numeric range and value span of
     :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
@@ -175,12 +182,16 @@ def solve_round(
     if warning is not None:
         log.warning("%s: %s", instance.name, warning)
     _check_policies(instance, info)
+    if progress is not None and not callable(progress):
+        raise InputError("progress", progress, "must be a callable progress(t_s, objective, bound) or None")
     check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
     check_value_span(instance)
     check_size(instance, info.name)
     start = time.perf_counter()
-    result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
-    elapsed = time.perf_counter() - start
+    with recording(instance, listener=progress, start=start) as root, root.nested():
+        result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
+    end = time.perf_counter()
+    elapsed = end - start
     report = check_schedule(instance, result.schedule)
     if report:
         raise SolverBug(f"{info.name} returned an infeasible schedule for {instance.name}: {report[:3]}")
@@ -197,4 +208,7 @@ def solve_round(
                          stats={**result.stats, "proof": "no job can be placed on the round's nodes"})
     if warning is not None:
         result = replace(result, stats={**result.stats, "warnings": [*result.stats.get("warnings", []), warning]})
-    return replace(result, time_s=elapsed)
+    # a method that records into no trajectory of ours but returns one of its own keeps it
+    own = result.trajectory if result.trajectory and not root.points else ()
+    closed = root.close(result.objective, result.bound, at=end)
+    return replace(result, time_s=elapsed, trajectory=own or closed)

@@ -29,7 +29,7 @@ class _OneJob:
     def solve(self, instance, *, time_limit, seed, hint=None, **options):
         s = Schedule(instance.name, {"a": Assignment({"n0": 1}, 2, 10)})
         obj = schedule_value(instance, s)
-        return Result(s, Status.FEASIBLE, obj, 4.0, "test-one", "heuristic", 0.01, {"trajectory": [[0.0, 0.0, 5.0], [0.01, obj, 4.0]]})
+        return Result(s, Status.FEASIBLE, obj, 4.0, "test-one", "heuristic", 0.01, trajectory=[(0.0, 0.0, 5.0), (0.01, obj, 4.0)])
 
 
 @pytest.fixture(scope="module", autouse=True)

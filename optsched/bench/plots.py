@@ -19,21 +19,28 @@ def _axes(ax: Any) -> Any:
 
 
 def plot_bounds_over_time(
-    trajectories: Mapping[str, Sequence[Sequence[float | None]]], *, ax: Any = None, title: str = ""
+    trajectories: Mapping[str, Sequence[Sequence[Any]]], *, ax: Any = None, title: str = "",
+    horizon: float | None = None,
 ) -> Any:
-    """Primal (solid) and dual (dashed) bound over time for one instance and several methods.
+    """Primal (solid: the incumbent's worth) and dual (dashed: the proven bound) curves over time,
+    for one instance and several methods, as step functions; a dot marks each change.
 
-    ``trajectories`` maps a label (e.g. the solver) to ``[(t, objective, bound?), ...]``.
+    ``trajectories`` maps a label (e.g. the solver) to ``[(t, objective, bound?), ...]``
+    (:mod:`optsched.trajectory`). Each curve is drawn on to ``horizon`` (default: the last event
+    of any trajectory), so a method's final values show as a line, not a lone dot.
     """
     ax = _axes(ax)
+    end = horizon if horizon is not None else max((float(p[0]) for traj in trajectories.values() for p in traj), default=0.0)
     for i, (label, traj) in enumerate(sorted(trajectories.items())):
         color = f"C{i}"
-        pts = [p for p in traj if p[1] is not None]
-        if pts:
-            ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", color=color, label=f"{label} primal")
-        dual = [p for p in traj if len(p) > 2 and p[2] is not None]
-        if dual:
-            ax.step([p[0] for p in dual], [p[2] for p in dual], where="post", color=color, ls="--", label=f"{label} bound")
+        for k, style, name in ((1, "-", "primal"), (2, "--", "bound")):
+            pts = [(float(p[0]), float(p[k])) for p in traj if len(p) > k and p[k] is not None]
+            if not pts:
+                continue
+            xs, ys = [x for x, _ in pts], [y for _, y in pts]
+            ax.step([*xs, max(end, xs[-1])], [*ys, ys[-1]], where="post", color=color, ls=style, label=f"{label} {name}")
+            changed = [i for i in range(len(ys)) if i == 0 or ys[i] != ys[i - 1]]
+            ax.plot([xs[i] for i in changed], [ys[i] for i in changed], ls="none", marker=".", color=color)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("objective")
     ax.set_title(title or "primal and dual bounds over time")

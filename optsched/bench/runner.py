@@ -25,7 +25,7 @@ from optsched.checker import check_schedule
 from optsched.io import load_instance
 
 __all__ = [
-    "COLUMNS", "BenchTask", "primal_integral", "read_rows", "read_trajectories", "rescore", "run_bench", "run_task",
+    "COLUMNS", "BenchTask", "primal_gap", "primal_integral", "read_rows", "read_trajectories", "rescore", "run_bench", "run_task",
     "time_to_gap", "trajectory_path", "write_rows",
 ]
 
@@ -55,8 +55,11 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def time_to_gap(trajectory: Sequence[Sequence[float]], reference: float | None, gap: float = 0.01) -> float | None:
-    """First time an incumbent came within ``gap`` (relative) of ``reference``; ``None`` if never."""
+def time_to_gap(trajectory: Sequence[Sequence[Any]], reference: float | None, gap: float = 0.01) -> float | None:
+    """First time the incumbent came within ``gap`` (relative) of ``reference``: the smallest
+    ``t`` of a point whose objective ``z`` has ``reference - z <= gap * |reference|``; ``None`` if
+    never (or without a reference). ``trajectory`` is ``[(t, objective, bound?), ...]`` in time
+    order, ``objective`` ``None`` before the first incumbent."""
     if reference is None:
         return None
     for t, obj, *_ in trajectory:
@@ -65,19 +68,33 @@ def time_to_gap(trajectory: Sequence[Sequence[float]], reference: float | None, 
     return None
 
 
-def primal_integral(trajectory: Sequence[Sequence[float]], reference: float | None, horizon: float) -> float | None:
-    """Berthold's primal integral over ``[0, horizon]``: the integral of the primal gap
-    ``|ref - obj(t)| / max(|ref|, |obj(t)|)`` (1 before the first incumbent), in seconds."""
+def primal_gap(reference: float, objective: float | None) -> float:
+    """Berthold's primal gap of an incumbent worth ``objective`` against the best known value
+    ``reference``: 1 without an incumbent or when the two differ in sign, 0 when both are 0,
+    else ``|reference - objective| / max(|reference|, |objective|)`` (in [0, 1])."""
+    if objective is None or reference * objective < 0:
+        return 1.0
+    if reference == 0 and objective == 0:
+        return 0.0
+    return abs(reference - objective) / max(abs(reference), abs(objective))
+
+
+def primal_integral(trajectory: Sequence[Sequence[Any]], reference: float | None, horizon: float) -> float | None:
+    """Berthold's primal integral (Operations Research Letters 41(6), 2013): the integral over
+    ``[0, horizon]`` of the primal gap :func:`primal_gap` of the incumbent at time ``t``, a step
+    function that changes at each point of ``trajectory`` (``[(t, objective, bound?), ...]``, in
+    time order) and is 1 before the first incumbent. In seconds: 0 for an optimal schedule at
+    once, ``horizon`` for none. ``None`` without a reference or a positive horizon."""
     if reference is None or horizon <= 0:
         return None
     total, last_t, last_gap = 0.0, 0.0, 1.0
     for t, obj, *_ in trajectory:
-        t = min(float(t), horizon)
+        t = min(max(float(t), last_t), horizon)
         total += last_gap * (t - last_t)
-        denom = max(abs(reference), abs(obj), 1e-12)
-        last_t, last_gap = t, min(1.0, abs(reference - obj) / denom)
-    total += last_gap * (horizon - last_t)
-    return total
+        last_t = t
+        if obj is not None:
+            last_gap = primal_gap(reference, float(obj))
+    return total + last_gap * (horizon - last_t)
 
 
 def run_task(task: BenchTask) -> dict[str, Any]:
@@ -91,7 +108,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         inst = load_instance(task.instance)
         # "auto" is solve_round's own choice (recorded in the row's method column as auto:SOLVER)
         auto = task.solver == "auto"
-        how = {"method": "auto"} if auto else {"solver": task.solver}
+        how: dict[str, Any] = {"method": "auto"} if auto else {"solver": task.solver}
         row.update(nodes=len(inst.nodes), jobs=len(inst.jobs), method="auto" if auto else get_method(task.solver).family)
         start = time.perf_counter()
         res = solve_round(inst, **how, time_limit=task.time_limit, seed=task.seed, **dict(task.options))
@@ -99,8 +116,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
             row["method"] = f"auto:{res.solver}"
         wall = time.perf_counter() - start
         report = check_schedule(inst, res.schedule)
-        ref = task.best_known if task.best_known is not None else res.bound
-        traj = [tuple(p) for p in res.stats.get("trajectory", ())] or [(res.time_s, res.objective)]
+        traj = [tuple(p) for p in res.trajectory] or [(res.time_s, res.objective, res.bound)]
         row.update(
             status=res.status.value,
             feasible=int(not report),
@@ -111,8 +127,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
             gap_to_best="" if task.best_known is None else max(0.0, (task.best_known - res.objective) / max(abs(task.best_known), 1e-9)),
             time_s=round(wall, 4),
         )
-        t1 = time_to_gap(traj, ref)
-        pi = primal_integral(traj, ref, max(task.time_limit, wall))
+        t1, pi = _metrics(traj, task.best_known, res.bound, res.objective, max(task.time_limit, wall))
         row.update(time_to_1pct="" if t1 is None else round(t1, 4), primal_integral="" if pi is None else round(pi, 4))
         row["_trajectory"] = [list(p) for p in traj]
     except Exception as e:  # noqa: BLE001 - a benchmark records failures instead of stopping the sweep
@@ -121,6 +136,14 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         if os.environ.get("OPTSCHED_BENCH_TRACEBACK"):
             traceback.print_exc()
     return row
+
+
+def _metrics(traj: Sequence[Sequence[Any]], best_known: float | None, bound: float | None, objective: float,
+             horizon: float) -> tuple[float | None, float | None]:
+    """``time_to_1pct`` against the best-known value, else the run's final bound; the primal
+    integral against the best-known value, else the best objective the run found."""
+    t1 = time_to_gap(traj, best_known if best_known is not None else bound)
+    return t1, primal_integral(traj, best_known if best_known is not None else objective, horizon)
 
 
 def _done_keys(path: Path) -> set[tuple[str, ...]]:
@@ -184,7 +207,7 @@ def rescore(
         if ref is not None and obj is not None and r.get("status") != "error":
             traj = trajectories.get(tuple(str(r[k]) for k in _KEY)) or [(as_float(r["time_s"]) or 0.0, obj)]
             horizon = max(as_float(r["time_limit"]) or 0.0, as_float(r["time_s"]) or 0.0)
-            t1, pi = time_to_gap(traj, ref), primal_integral(traj, ref, horizon)
+            t1, pi = _metrics(traj, ref, as_float(r.get("bound")), obj, horizon)
             r.update(
                 best_known=ref,
                 gap_to_best=max(0.0, (ref - obj) / max(abs(ref), 1e-9)),

@@ -4,13 +4,18 @@ The schedule (the contract's schedule JSON with the solve's reports: objective, 
 status, solver, method, time, stats) goes to stdout, or to ``-o FILE`` (``.json.gz``
 compresses); a one-line summary goes to stderr. Exit status 0, 2 on bad input, and 3 when the
 independent checker refuses what a solver returned (a bug in that solver: nothing is written).
+``-v`` prints each incumbent and bound on stderr as they come; ``--solver-log`` sends the
+solver's own search log (CP-SAT's, SCIP's, CBC's) to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from optsched.errors import InputError
@@ -26,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="solver option (VALUE parsed as JSON when it can be, else a string); repeatable")
     p.add_argument("-o", "--out", metavar="SCHEDULE.json", help="write the schedule here instead of stdout")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each incumbent and bound on stderr as they come")
+    p.add_argument("--solver-log", action="store_true",
+                   help="the solver's own search log on stderr (cpsat, scip, cbc, pulp; auto when it runs CP-SAT)")
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -53,9 +61,20 @@ def run(args: argparse.Namespace) -> int:
             hint = load_schedule(args.hint)
         except InputError as e:
             raise e.within("--hint") from None
+    options = parse_options(args.option)
+    log: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if args.solver_log:
+        from optsched.solve import _resolve  # the method solve_round will run
+
+        name = _resolve(instance, args.method, args.solver, args.time_limit).name
+        if name in SEARCH_LOGS:
+            options["log"], log = True, _stdout_to_stderr()
+        else:
+            print(f"optsched: {name} has no search log of its own (--solver-log ignored; -v shows its progress)", file=sys.stderr)
     try:
-        result = solve_round(instance, args.method, solver=args.solver, time_limit=args.time_limit, seed=args.seed,
-                             hint=hint, **parse_options(args.option))
+        with log:
+            result = solve_round(instance, args.method, solver=args.solver, time_limit=args.time_limit, seed=args.seed,
+                                 hint=hint, progress=_print_progress if args.verbose else None, **options)
     except SolverBug as e:
         print(f"optsched: solver bug (please report it): {e}", file=sys.stderr)
         return 3
@@ -67,3 +86,32 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     print(result.summary(), file=sys.stderr)
     return 0
+
+
+#: methods with a search log of their own (their option ``log``; the backends print it on stdout)
+SEARCH_LOGS = frozenset({"cpsat", "cpsat+maifs", "scip", "cbc", "pulp"})
+
+
+def _print_progress(t_s: float, objective: float | None, bound: float | None) -> None:
+    """One ``-v`` line: time, incumbent, bound and their gap."""
+    from optsched.result import gap
+
+    g = gap(objective, bound) if objective is not None else None
+    fmt = lambda x: "-" if x is None else f"{x:.6g}"  # noqa: E731
+    print(f"optsched: {t_s:8.3f}s incumbent={fmt(objective)} bound={fmt(bound)} gap={'-' if g is None else f'{100 * g:.3f}%'}",
+          file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 points at stderr inside the block: a solver's log (written on stdout by
+    its C++ code) cannot mix with the schedule JSON."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -48,6 +48,7 @@ from optsched.round_policies import (
     whole_free_gpus,
 )
 from optsched.schedule import Assignment, Schedule
+from optsched.trajectory import Trajectory, current, recorded
 from optsched.values import schedule_value
 
 __all__ = ["CpSatSolver", "RoundModel", "OutOfTime", "start_bound_worker"]
@@ -871,22 +872,50 @@ def start_bound_worker(instance: Instance, time_limit: float, schedules: list[Sc
     return _bound_worker(instance, deadline, list(schedules or []))
 
 
+class _Incumbents(cp_model.CpSolverSolutionCallback):
+    """Records each CP-SAT incumbent into a trajectory: its scaled worth less the scale's
+    rounding error (:attr:`ValueScale.max_error`, so never above the schedule's true worth) and
+    the best bound at that moment."""
+
+    def __init__(self, rec: Trajectory, scale: ValueScale) -> None:
+        super().__init__()
+        self._rec, self._scale = rec, scale
+
+    def on_solution_callback(self) -> None:
+        sc = self._scale
+        obj = max(0.0, sc.to_float(self.objective_value) - sc.max_error)
+        self._rec.record(obj, max(sc.bound(self.best_objective_bound), obj))
+
+
+def _ranks_by_worth(instance: Instance) -> bool:
+    """Whether cpsat ranks this round's schedules by worth alone (no deadline misses, fairness
+    level or packing first): only then is every better incumbent worth more."""
+    families = policy_families(instance)
+    return not ({"drf", "hug", "packing"} & families) and not (families and urgent_jobs(instance))
+
+
 class CpSatSolver:
     """``cpsat``: the integrated formulation, solved exactly by CP-SAT with a complete greedy hint.
 
     Options: ``num_workers`` (default ``min(8, cpu_count)``), ``deterministic_time`` (a budget
     of CP-SAT deterministic seconds: same seed and budget give the same schedule as long as the
     wall limit does not cut in first; the lns stage gets ``lns_share`` of it, summed over its
-    sub-problems, and the CP-SAT stage the rest; the bound is still computed by wall clock), ``log``, and
-    switches for the engineering (``node_symmetry``, ``job_symmetry``, ``type_cuts``, ``greedy_hint``).
+    sub-problems, and the CP-SAT stage the rest; the bound is still computed by wall clock), ``log`` (CP-SAT's search
+    log on stdout), and switches for the engineering (``node_symmetry``, ``job_symmetry``, ``type_cuts``, ``greedy_hint``).
     """
 
     name = "cpsat"
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
         start = time.perf_counter()
         deadline = _deadline(instance, start, time_limit)
         opts = _check_options(options)
+        # the trajectory (optsched.trajectory): the hints, the lns stage, CP-SAT's incumbents and
+        # bounds as they come, the LP bounds; in rounds ranked by more than worth only the result
+        rec = current()
+        if not _ranks_by_worth(instance):
+            rec.mute()
         # elastic jobs (contract v2): the model is built on the rigid round of their size variants
         exp = expand(instance) if has_elastic(instance) else None
         model_inst = instance if exp is None else exp.instance
@@ -910,8 +939,12 @@ class CpSatSolver:
             # under load CP-SAT's level stage often ends before its first solution)
             from optsched.heuristics.fungible_greedy import FungibleGreedy
 
-            greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
+            with rec.nested():
+                greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
             candidates += [s for _name, s in greedy]
+        if rec.active:
+            for s in candidates:
+                rec.record(schedule_value(instance, s))
         share = _lns_share(instance, opts["lns_share"])
         lp_bound = None
         stats_lns: dict[str, Any] = {}
@@ -931,9 +964,10 @@ class CpSatSolver:
             # lns reports a bound only without our worker, and starts none of its own if we may not
             bound = False if worker is not None else True if opts["bound_worker"] else "lp"
             # the greedy starts and job data built above, not built again by lns (~1 s at 1,024 x 4,000)
-            warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=bound,
-                                                    starts=greedy, data=data if exp is None else None, bound_worker=worker,
-                                                    **({} if dt is None else {"deterministic_time": share * dt}))
+            with rec.nested():
+                warm = LargeNeighbourhoodSearch().solve(instance, time_limit=lns_limit, seed=seed, hint=hint, bound=bound,
+                                                        starts=greedy, data=data if exp is None else None, bound_worker=worker,
+                                                        **({} if dt is None else {"deterministic_time": share * dt}))
             stats_lns = {"lns_deterministic_s": warm.stats.get("deterministic_s"), "lns_price_updates": warm.stats.get("price_updates", 0)}
             candidates.append(warm.schedule)
             lp_bound = warm.bound
@@ -1017,7 +1051,11 @@ class CpSatSolver:
             and left > 2 * FIXING_AFTER_S and dt_total is None
         if fixing:
             prm.max_time_in_seconds = FIXING_AFTER_S
-        code = solve_lexicographic(solver, model, stats)
+        callback = None
+        if rec.active:  # every incumbent and every better bound, in the result's unit
+            callback = _Incumbents(rec, scale)
+            solver.best_bound_callback = lambda b: rec.record(bound=max(scale.bound(b), rec.objective or 0.0))
+        code = solve_lexicographic(solver, model, stats, callback)
         if fixing and code in (cp_model.FEASIBLE, cp_model.UNKNOWN):
             if code == cp_model.FEASIBLE:
                 found = model.read_schedule(solver)
@@ -1041,8 +1079,9 @@ class CpSatSolver:
                 # valid for every schedule at least as good as the incumbent (the final bound is at least that)
                 lp_bound = fix.bound
                 keep = 0.0
+                rec.record(bound=max(fix.bound, incumbent_value))
             prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - keep - 0.2)
-            code = solve_lexicographic(solver, model, stats)
+            code = solve_lexicographic(solver, model, stats, callback)
         if code == cp_model.INFEASIBLE and forced:
             # the round cannot hold every urgent job: solve without forcing them, report the misses
             stats["forcing_infeasible"] = sorted(instance.jobs[j].id for j in forced)
@@ -1080,6 +1119,8 @@ class CpSatSolver:
             # with a deterministic budget the wall-clock limit is only a safety: no waiting for it
             lp_bound = worker.collect(wait_until=deadline if opts["deterministic_time"] is None else None)
             stats.update(worker.stats, lp_bound=lp_bound)
+            if lp_bound is not None:
+                rec.record(bound=max(lp_bound, objective))
         # a reduced HUG model's worth bound covers only schedules over its points: a schedule at a
         # point it left out may reach the level with more worth, so only the LP bound stands
         hug_reduced = reduced and instance.round.fairness == "hug"
@@ -1088,6 +1129,8 @@ class CpSatSolver:
 
             lp_bound = lp_bound_within(instance, deadline, stats)
             stats["lp_bound"] = lp_bound
+            if lp_bound is not None:
+                rec.record(bound=max(lp_bound, objective))
         bound = None
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) and not hug_reduced:
             # a proven bound on the scaled objective, plus the worst-case rounding error

@@ -265,7 +265,8 @@ def _stage(solver: cp_model.CpSolver, m: RoundModel, share: float, budget: dict[
     return code
 
 
-def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any]) -> Any:
+def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any],
+                        callback: cp_model.CpSolverSolutionCallback | None = None) -> Any:
     """Solve ``m``; with a DRF or HUG level (``m.drf_min``) or a packing metric (``m.free_gpus``) in
     stages within the solver's time limit (wall and deterministic, split between the stages):
 
@@ -283,10 +284,11 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     it bounds their schedules' worth, and it bounds the lexicographic optimum's worth even when
     stage 1 stops early (that optimum's level is at least the one fixed). Records ``drf_level``,
     ``drf_level_proven`` (``hug_level``, ``hug_level_proven`` in a HUG round), ``packing_worth_level``, ``packing_gpus_level``, ``packing_free_gpus``,
-    ``packing_proven`` in ``stats``."""
+    ``packing_proven`` in ``stats``. ``callback`` sees each solution of a plain (one-stage) solve;
+    the stages' objectives are levels, not worth, so it sees none of theirs."""
     zmin, free = m.drf_min, m.free_gpus
     if zmin is None and free is None:
-        return solver.solve(m.model)
+        return solver.solve(m.model, callback)
     prm = solver.parameters
     budget = {"end": time.perf_counter() + prm.max_time_in_seconds, "dt": prm.max_deterministic_time, "dt_used": 0.0}
     solved = (cp_model.OPTIMAL, cp_model.FEASIBLE)

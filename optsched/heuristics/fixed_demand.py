@@ -19,6 +19,7 @@ from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import packing_choice, policy_families, whole_free_gpus
 from optsched.schedule import Assignment, Schedule
+from optsched.trajectory import recorded
 from optsched.values import schedule_value
 
 __all__ = ["FixedDemand", "fixed_demand_schedule"]
@@ -67,6 +68,7 @@ def _at_demand(instance: Instance, drf: bool = False, target: int | None = None,
 class FixedDemand:
     """Registered as ``fixed-demand``."""
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
               **options: Any) -> Result:
         t0 = time.perf_counter()

@@ -30,6 +30,7 @@ from optsched.round_policies import (
     whole_free_gpus,
 )
 from optsched.schedule import Assignment, Schedule
+from optsched.trajectory import recorded
 from optsched.values import schedule_value
 
 __all__ = ["FungibleGreedy", "fungible_greedy_schedule"]
@@ -213,6 +214,7 @@ def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[
 class FungibleGreedy:
     """Registered as ``fungible-greedy``."""
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
               **options: Any) -> Result:
         t0 = time.perf_counter()

@@ -68,6 +68,7 @@ from optsched.round_policies import (
     whole_free_gpus,
 )
 from optsched.schedule import Schedule
+from optsched.trajectory import current, recorded
 from optsched.values import schedule_value
 
 __all__ = ["LargeNeighbourhoodSearch", "sub_instance"]
@@ -276,6 +277,7 @@ class LargeNeighbourhoodSearch:
 
     name = "lns"
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
               starts: list[tuple[str, Schedule]] | None = None, data: list[JobData] | None = None,
               bound_worker: BoundWorker | None = None, **options: Any) -> Result:
@@ -306,6 +308,12 @@ class LargeNeighbourhoodSearch:
         incumbent, value, level = starts[best][1], values[best], levels[best]
         stats: dict[str, Any] = {"start": starts[best][0], "start_objective": value, "steps": 0, "improvements": 0,
                                  "deterministic_s": 0.0, "starts": {name: v for (name, _s), v in zip(starts, values, strict=True)}}
+        # the trajectory (optsched.trajectory): the start, each improvement, each bound as it comes;
+        # in a packing round the final choice may give up worth for free GPUs: only the result
+        rec = current()
+        if instance.round.packing is not None:
+            rec.mute()
+        rec.record(value)
 
         # the bound: where the configuration LP applies, computed by a child process on the core
         # the search leaves free (optsched.mip.bound_worker); else the LP bound first, with at
@@ -317,6 +325,8 @@ class LargeNeighbourhoodSearch:
             from optsched.mip.bound import lp_bound_within
 
             bound = lp_bound_within(instance, time.perf_counter() + 0.2 * time_limit, stats)
+            if bound is not None:
+                rec.record(bound=max(bound, value))
         by_type: dict[str, list[str]] = {}
         for n in instance.nodes:
             if n.gpus > 0:
@@ -334,10 +344,13 @@ class LargeNeighbourhoodSearch:
         # reproducible search: they arrive when they arrive)
         source = (bound_worker or worker) if dt_total is None else None
         prices, loss = opts["prices"], {}
+        bounds_of = bound_worker or worker  # its bounds join the trajectory as they arrive (not the result's bound)
         # deterministic: the budget is what ends the loop (the wall-clock deadline only as a safety)
         while all_nodes and time.perf_counter() + 0.05 < deadline and (
                 dt_total is None or stats["deterministic_s"] < dt_total - 0.01):
             stats["steps"] += 1
+            if bounds_of is not None and bounds_of.bounds:
+                rec.record(bound=max(min(dict(bounds_of.bounds).values()), value))
             if source is not None and source.prices() not in (None, prices):
                 prices, state_of = source.prices(), None  # the losses are recomputed at the next targeted step
                 stats["price_updates"] = stats.get("price_updates", 0) + 1
@@ -399,6 +412,7 @@ class LargeNeighbourhoodSearch:
                     and len(deadline_misses(instance, candidate)) <= len(deadline_misses(instance, incumbent)))):
                 incumbent, value, level = candidate, cand_value, cand_level
                 stats["improvements"] += 1
+                rec.record(value)
             # a neighbourhood that freed every node and offered every waiting job is the whole
             # round: its proven optimum is the round's, and nothing is left to search
             if res.status is Status.OPTIMAL and len(node_ids) == len(all_nodes) and len(extra) == len(waiting) and not policies:

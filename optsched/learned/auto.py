@@ -23,6 +23,7 @@ from typing import Any
 from optsched.model import Instance
 from optsched.result import Result
 from optsched.schedule import Schedule
+from optsched.trajectory import current, recorded
 from optsched.values import schedule_value
 
 __all__ = ["TimedLearned", "WarmCpSat"]
@@ -43,6 +44,7 @@ class WarmCpSat:
 
     name = "cpsat+maifs"
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
         from optsched.exact.cpsat import CpSatSolver, start_bound_worker
 
@@ -55,12 +57,14 @@ class WarmCpSat:
             if worker is not None:
                 options["bound_worker"] = worker
         # the hint may use at most a quarter of the time (the decoder stops placing jobs past it)
-        policy, value = _policy(instance, start + 0.25 * time_limit, weights)
+        with current().nested():  # the trajectory: the policy's events, then CP-SAT's
+            policy, value = _policy(instance, start + 0.25 * time_limit, weights)
         t_policy = time.perf_counter() - start
         best = policy
         if hint is not None and schedule_value(instance, hint) > value:
             best = hint
-        res = CpSatSolver().solve(instance, time_limit=max(0.01, time_limit - t_policy), seed=seed, hint=best, **options)
+        with current().nested():
+            res = CpSatSolver().solve(instance, time_limit=max(0.01, time_limit - t_policy), seed=seed, hint=best, **options)
         stats = dict(res.stats, policy_hint_objective=value, policy_hint_s=t_policy, auto="cpsat+maifs")
         return replace(res, solver=self.name, stats=stats, time_s=time.perf_counter() - start)
 
@@ -71,10 +75,12 @@ class TimedLearned:
 
     name = "maifs"
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
         start = time.perf_counter()
         from optsched.learned.solver import LearnedSolver
 
         left = max(0.01, time_limit - (time.perf_counter() - start))
-        res = LearnedSolver().solve(instance, time_limit=left, seed=seed, hint=hint, **options)
+        with current().nested():
+            res = LearnedSolver().solve(instance, time_limit=left, seed=seed, hint=hint, **options)
         return replace(res, stats={**res.stats, "auto": self.name}, time_s=time.perf_counter() - start)

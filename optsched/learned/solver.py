@@ -26,6 +26,7 @@ from optsched.learned.repair import improve, state_value
 from optsched.model import Instance
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
+from optsched.trajectory import current, recorded
 from optsched.values import schedule_value
 
 __all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "load_policy", "policy_schedule"]
@@ -110,6 +111,7 @@ class LearnedSolver:
     point; the simulator's hint is the previous round's schedule, so its running jobs stay put),
     which replaces the plain decode when worth more."""
 
+    @recorded
     def solve(
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
     ) -> Result:
@@ -134,6 +136,7 @@ class LearnedSolver:
             from optsched.round_policies import policy_families
 
             repair = n_nodes * n_jobs > REPAIR_CELLS and not policy_families(instance)
+        rec = current()  # the trajectory (optsched.trajectory): the policy's schedule, the repaired one, better samples
         net = load_policy(options.get("weights"))
         t0 = time.perf_counter()
         feats = featurise(instance)
@@ -156,15 +159,19 @@ class LearnedSolver:
 
             best = fungible_greedy_schedule(instance, fixed=_schedule(instance, feats, st))
             best_val = greedy_val = schedule_value(instance, best)
+            rec.record(best_val)
         else:
             t_dec = time.perf_counter()
             if repair:  # only the winner becomes a Schedule (objectives come from the states)
                 won, best_val = improve(instance, feats, st, deadline=deadline, first_estimate=t_dec - t1, stats=stats)
                 greedy_val = stats["repair_base_objective"]
                 best = _schedule(instance, feats, won if won is not None else st)
+                rec.record(greedy_val, at=t_dec)  # the policy's schedule, decoded at t_dec
+                rec.record(best_val)
             else:
                 best = _schedule(instance, feats, st)
                 best_val = greedy_val = schedule_value(instance, best)
+                rec.record(best_val)
         t2 = time.perf_counter()
         rng = np.random.default_rng(seed)
         done = 0
@@ -177,6 +184,7 @@ class LearnedSolver:
             done += 1
             if v > best_val + 1e-12:
                 best, best_val = s, v
+                rec.record(best_val)
         source = "repair" if stats.get("repair_used") else "policy"
         if source == "policy" and stats.get("repair_polished_objective", 0.0) > stats.get("repair_base_objective", 0.0) + 1e-9:
             source = "policy+polish"
@@ -184,6 +192,7 @@ class LearnedSolver:
             hv = schedule_value(instance, hint)
             if hv > best_val + 1e-12:
                 best, best_val, source = hint, hv, "hint"
+                rec.record(best_val)
         stats = {
             "greedy_cut_by_deadline": cut,  # then completed by fungible-greedy
             "featurise_forward_s": t1 - t0,

@@ -21,6 +21,10 @@ one that seeds CP-SAT) is computed first; SCIP gets it as hint when the caller g
 worse one), and every solver returns it when time runs out with a worse incumbent or none
 (``stats["incumbent_from"]`` says ``"greedy"``). ``greedy=False`` measures the bare solver.
 
+Trajectories (:mod:`optsched.trajectory`): MPSolver's Python interface has no incumbent
+callback and PuLP runs CBC as a separate program, so a MIP solve's trajectory is the greedy
+schedule (when computed) and the final result.
+
 Contract-v2 rounds: the description holds elastic gangs, the move budget and tenant quotas
 (:data:`~optsched.mip.description.MIP_FAMILIES`), so these solvers solve those rounds exactly too.
 
@@ -48,6 +52,7 @@ from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
+from optsched.trajectory import current, recorded
 from optsched.values import schedule_value
 
 __all__ = ["CbcSolver", "PulpSolver", "ScipSolver"]
@@ -65,6 +70,7 @@ class _MipSolver:
     name = "mip"
     takes_hint = False
 
+    @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
         unknown = set(options) - _KNOWN_OPTIONS
         if unknown:
@@ -86,6 +92,7 @@ class _MipSolver:
             if policy_families(instance):  # the greedy ignores quotas and the move budget
                 fallback = repair(instance, fallback)
             stats["greedy_value"] = schedule_value(instance, fallback)
+            current().record(stats["greedy_value"])  # the trajectory's start: MPSolver and PuLP report no incumbents while solving
             stats["greedy_s"] = time.perf_counter() - start
         t0 = time.perf_counter()
         mip = build(instance)
