@@ -104,8 +104,8 @@ def test_cpsat_fixing_stage_proves_the_brute_force_optimum(monkeypatch):
     real = cpsat.solve_lexicographic
     calls = []
 
-    def first_unproven(solver, model, stats):
-        code = real(solver, model, stats)
+    def first_unproven(solver, model, stats, callback=None):
+        code = real(solver, model, stats, callback)
         calls.append(code)
         return cp_model.UNKNOWN if len(calls) == 1 else code
 

@@ -942,9 +942,6 @@ class CpSatSolver:
             with rec.nested():
                 greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
             candidates += [s for _name, s in greedy]
-        if rec.active:
-            for s in candidates:
-                rec.record(schedule_value(instance, s))
         share = _lns_share(instance, opts["lns_share"])
         lp_bound = None
         stats_lns: dict[str, Any] = {}
@@ -997,6 +994,8 @@ class CpSatSolver:
             data = job_data(model_inst, prune=True, keep={j.id: keep.get(o, set()) | {j.demand} for j, o in zip(model_inst.jobs, origin, strict=True)})
             scale = make_scale(model_inst, data)
         values = [schedule_value(instance, s) for s in candidates]
+        for v in values:  # the hints' worths (the lns stage recorded its own events)
+            rec.record(v)
         worth_ref[0] = max(values)
         best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
         incumbent, incumbent_value = candidates[best_i], values[best_i]

@@ -349,8 +349,9 @@ class LargeNeighbourhoodSearch:
         while all_nodes and time.perf_counter() + 0.05 < deadline and (
                 dt_total is None or stats["deterministic_s"] < dt_total - 0.01):
             stats["steps"] += 1
-            if bounds_of is not None and bounds_of.bounds:
-                rec.record(bound=max(min(dict(bounds_of.bounds).values()), value))
+            arrived = dict(getattr(bounds_of, "bounds", None) or {})  # a caller's stand-in may hold none
+            if arrived:
+                rec.record(bound=max(min(arrived.values()), value))
             if source is not None and source.prices() not in (None, prices):
                 prices, state_of = source.prices(), None  # the losses are recomputed at the next targeted step
                 stats["price_updates"] = stats.get("price_updates", 0) + 1
