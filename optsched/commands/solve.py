@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.solver_log:
         from optsched.solve import _resolve  # the method solve_round will run
 
-        name = _resolve(instance, args.method, args.solver, args.time_limit).name
+        name = _resolve(instance, args.method, args.solver, args.time_limit)[0].name
         if name in SEARCH_LOGS:
             options["log"], log = True, _stdout_to_stderr()
         else:
