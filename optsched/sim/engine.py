@@ -607,7 +607,7 @@ def _offer(
     the types each job may use), later waiting jobs that fit in the free GPUs of a type they may
     use join, in weight order, until the offered jobs that fit could fill the free GPUs ``window``
     times over. So a queue whose head is a backlog of gangs too big for the free GPUs never hides
-    the smaller jobs that could use them (formulations/simulator.md, "Queue window")."""
+    the smaller jobs that could use them (docs/simulator.md, "Queue window")."""
     if window is None:
         return active
     waiting = active[~running]

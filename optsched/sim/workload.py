@@ -195,26 +195,29 @@ class Trace:
 # --- CSV readers ----------------------------------------------------------------------------------
 
 
-def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None) -> list[dict[str, str]]:
+def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None,
+              comment: str = "#", what: str = "missing required column(s)") -> list[dict[str, str]]:
+    """The rows of a CSV file (lines starting with ``comment`` and empty lines skipped); every
+    column of ``required`` must be in its header, else an error naming the file's columns."""
     p = Path(path)
     try:
         with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(_uncommented(fh), fieldnames=list(header) if header else None)
+            reader = csv.DictReader(_uncommented(fh, comment), fieldnames=list(header) if header else None)
             rows = list(reader)
             fields = reader.fieldnames or []
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("path", str(p), f"cannot be read: {e}") from None
-    missing = [c for c in required if c not in fields]
+    missing = sorted({c for c in required if c not in fields}, key=list(required).index)
     if missing:
-        raise InputError(f"{p.name}.columns", list(fields), f"missing required column(s) {missing}")
+        raise InputError(f"{p.name}.columns", list(fields), f"{what} {missing}")
     return rows
 
 
-def _uncommented(lines: Iterable[str]) -> Iterator[str]:
-    """The lines of a CSV file that are not comments (``#`` first, after blanks) nor empty."""
-    return (line for line in lines if line.strip() and not line.lstrip().startswith("#"))
+def _uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
+    """The lines of a CSV file that are not comments (``comment`` first, after blanks) nor empty."""
+    return (line for line in lines if line.strip() and not line.lstrip().startswith(comment))
 
 
 def _num(path: Path, row: int, col: str, text: str | None, *, required: bool = True) -> float:
@@ -561,19 +564,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
     """
     p = Path(path)
     c = schema.columns
-    try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            lines = (ln for ln in fh if ln.strip() and not ln.lstrip().startswith(schema.comment))
-            reader = csv.DictReader(lines)
-            rows = list(reader)
-            header = reader.fieldnames or []
-    except FileNotFoundError:
-        raise InputError("path", str(p), "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError("path", str(p), f"cannot be read: {e}") from None
-    missing = sorted({col for col in c.values() if col not in header})
-    if missing:
-        raise InputError(f"{p.name}.columns", list(header), f"missing column(s) {missing} named by the schema")
+    rows = _read_csv(p, sorted(set(c.values())), comment=schema.comment, what="the schema names missing column(s)")
     tu, du = TIME_UNITS[schema.time_unit], TIME_UNITS[schema.duration_unit or schema.time_unit]
 
     def when(i: int, field: str) -> float:
