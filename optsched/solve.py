@@ -83,8 +83,8 @@ def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
     On rounds without contract-v2 policy families and with a time limit of at least
     ``AUTO_LEARNED_MIN_S``, the learned policy joins in: CP-SAT warm-started from the policy
     above ``AUTO_HINT_CELLS`` cells, and above ``AUTO_EXACT_CELLS`` the policy itself (``maifs``
-    with its price-guided repair: on 1,024 x 4,000 rounds 1.6-2.0 % from the LP bound in 1.2-2.0
-    s, where cpsat ends 18-19 % away after 10 s; lns seeded with its schedule found nothing better).
+    with its price-guided repair: on 1,024 x 4,000 rounds 1.6-2.0 % from the LP bound in about 1 s,
+    where cpsat and lns need their whole 10 s to end 0.03-1.5 % away; docs/results.md).
     The choice depends only on the round and the time limit, except that when the policy's
     weights do not load (:func:`learned_problem`) ``auto`` runs the plain method (``cpsat``
     resp. ``lns``) and :func:`solve_round` says so: ``Result.stats["warnings"]`` and a warning
