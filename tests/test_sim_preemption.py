@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 import pytest
 from bruteforce import best_with_rules, search_size
 from hypothesis import HealthCheck, assume, given, settings
@@ -173,3 +175,29 @@ def test_a_queue_that_does_not_preempt_starts_its_head_first_when_it_fits(solver
     if solver == "cpsat":  # with preemption allowed the weights alone rule: the exact round runs the eight first
         free = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), replace(cfg, preemption="allowed"))
         assert dict(zip(free.jobs["id"], free.jobs["start_s"], strict=True))["gang"] > 0.0
+
+
+def test_the_head_lift_is_bounded_by_the_heads_size_not_the_queue():
+    """Lifting the head above all 300 other waiting jobs at once would span FIFO's weights past
+    the value range every method accepts; it needs to beat only the g jobs that could take its
+    g GPUs."""
+    from optsched.sim.engine import _head_first
+
+    w = policies.rank_weights(np.arange(301), 100.0)
+    wait = np.arange(301)
+    one = _head_first(w, wait, 0, 1)
+    assert one[0] == pytest.approx(4.0 * w[1] + 1.0) and np.array_equal(one[1:], w[1:])
+    eight = _head_first(w, wait, 0, 8)
+    assert eight[0] == pytest.approx(4.0 * w[1:9].sum() + 1.0)
+
+
+def test_a_long_fifo_queue_stays_within_the_value_range():
+    """300 one-GPU jobs queue at once behind a running one on a single node: every round stays
+    solvable (solve_round checks the value span of each)."""
+    n = 301
+    tr = Trace.from_columns("long", {"job_id": [f"j{i}" for i in range(n)], "submit_s": [0.0] * n, "duration_s": [200.0] * n,
+                                     "gpus": [1] * n, "model": ["resnet18"] * n})
+    nodes = cluster.homogeneous(1, gpus=8, cpus=64, mem_gb=512)
+    wl = build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0)
+    res = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator("fungible-greedy"), SimConfig(round_s=300.0, progress=False, horizon_s=3000.0, queue_window=None))
+    assert res.info["config"]["pinned"] and res.summary()["finished"] >= 70

@@ -386,9 +386,7 @@ def simulate_steps(
                 wait = np.flatnonzero(~running_now)
                 h = wait[np.argmax(w[wait])]
                 if (allowed[active[h]] & (gpus[active[h]] <= free)).any():
-                    head = np.zeros(active.size, dtype=bool)
-                    head[h] = True
-                    w = slo_mod.due_weights(w, head)
+                    w = _head_first(w, wait, h, int(gpus[active[h]]))
             sel = _offer(active, w, running_now, gpus, total_gpus, cfg.queue_window, cfg.queue_min_jobs,
                          free if cfg.queue_window is not None else None, allowed)
             w_sel = w[np.searchsorted(active, sel)]
@@ -593,6 +591,18 @@ def _policy_extras(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], total_gpus
             cache[key] = sum(per_type[t] * v for t, v in sp.items() if v is not None) / tot if tot else 1.0
         eq[i] = cache[key]
     return _PolicyExtras(np.array([j.duration_s for j in jobs], dtype=np.float64), eq, total_gpus)
+
+
+def _head_first(w: np.ndarray, wait: np.ndarray, h: int, g: int) -> np.ndarray:
+    """``w`` with the head of the queue (position ``h``, ``g`` GPUs) weighing more than any set
+    of other waiting jobs that could take its GPUs: at most ``g`` of them, so 4 x the sum of the
+    ``g`` largest other waiting weights, plus 1 (the 4 covers their better throughput ratios, as
+    for due deadline jobs). Bounded by the head's size, not the queue's length, so the round's
+    values stay within the range every method accepts (``optsched.limits``)."""
+    others = np.sort(w[wait[wait != h]])[::-1][:g]
+    out = w.copy()
+    out[h] = max(float(w[h]), 4.0 * float(others.sum()) + 1.0)
+    return out
 
 
 def _offer(
