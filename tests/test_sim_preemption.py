@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-
 import pytest
 from bruteforce import best_with_rules, search_size
 from hypothesis import HealthCheck, assume, given, settings
