@@ -86,6 +86,10 @@ def test_readme_python_example_prints_what_the_readme_shows(tmp_path):
     assert _TIME.sub("time=", r.stdout.strip()) == _TIME.sub("time=", shown)
 
 
+#: the figures of a capacity violation ("17 GPUs used, 8 available")
+_USAGE = re.compile(r"\d+(\.\d+)? (GPUs|CPU cores|GB of memory) used")
+
+
 def test_cli_examples_print_what_docs_cli_shows(tmp_path, capsys):
     shown = _console(ROOT / "docs" / "cli.md")
     (tmp_path / "instances").symlink_to(ROOT / "instances")
@@ -104,4 +108,6 @@ def test_cli_examples_print_what_docs_cli_shows(tmp_path, capsys):
     for sched, code in (("s.json", 0), ("bad.json", 1)):
         cmd = f"check instances/small/s-4n-12j-01.json {sched}"
         rc, lines = _cli(cmd, tmp_path, capsys)
-        assert rc == code and lines == shown[f"optsched {cmd}"], cmd
+        # the round has several optimal schedules (CP-SAT's two workers may return any): which
+        # other jobs share n0 changes the usage figures, not which rules break where
+        assert rc == code and [_USAGE.sub("N", x) for x in lines] == [_USAGE.sub("N", x) for x in shown[f"optsched {cmd}"]], cmd
