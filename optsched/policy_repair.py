@@ -19,6 +19,7 @@ from optsched.round_policies import (
     borrowers,
     moved_jobs,
     owner_waiting,
+    pinned_misses,
     quota_of,
     tenant_gpus,
     urgent,
@@ -150,10 +151,8 @@ def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = T
     from optsched.model import cheapest_point
 
     pinned = [j for j in instance.jobs if j.pinned]
-    for j in pinned:
-        a = jobs.get(j.id)
-        if a is not None and {n: k for n, k in a.nodes.items() if k} != dict(j.placement or {}):
-            del jobs[j.id]
+    for jid in pinned_misses(instance, jobs):  # moved ones come out; every miss is put back below
+        jobs.pop(jid, None)
     cl = _cluster(instance, jobs)
     fair = instance.round.fair
     for j in pinned:

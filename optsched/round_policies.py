@@ -90,13 +90,7 @@ def policy_families(instance: Instance) -> frozenset[str]:
 
 def pinned_misses(instance: Instance, jobs: Mapping[str, Assignment]) -> list[str]:
     """Pinned jobs (``preemptible=False``, running) that ``jobs`` leaves out or moves."""
-    out = []
-    for j in instance.jobs:
-        if j.pinned:
-            a = jobs.get(j.id)
-            if a is None or {n: k for n, k in a.nodes.items() if k} != dict(j.placement or {}):
-                out.append(j.id)
-    return out
+    return [j.id for j in instance.jobs if j.pinned and (j.id not in jobs or is_move(j, jobs[j.id].nodes))]
 
 
 # --- DRF ---------------------------------------------------------------------------------------

@@ -129,11 +129,14 @@ def add_pinned(m: RoundModel) -> None:
     """Pinned jobs (``preemptible=False``, running): the job's stay-at-home literal is true,
     ``sum_p h[j,p] = 1`` on one node, ``stay[j] = 1`` for a split job (the literals exist for
     every pinned job). Pinned jobs are never elastic, so the model's job is the round's job."""
+    home: dict[int, list[cp_model.IntVar]] = {}
+    for (j, _p), var in m.h.items():
+        home.setdefault(j, []).append(var)
     for d in m.data:
         if not d.job.pinned:
             continue
         j = d.index
-        stays = [var for (i, _p), var in m.h.items() if i == j] + ([m.stay[j]] if j in m.stay else [])
+        stays = home.get(j, []) + ([m.stay[j]] if j in m.stay else [])
         if stays:
             m.model.add(sum(stays) == 1)
         else:  # no mode keeps it home (cannot happen on a valid round): the model says so
