@@ -14,12 +14,13 @@ from optsched.errors import InputError
 from optsched.exact.placeable import nothing_can_run
 from optsched.limits import check_ranges, check_size, check_value_span
 from optsched.model import Instance
+from optsched.options import MethodOptions
 from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
 from optsched.result import Result, Status
 from optsched.schedule import Schedule
 from optsched.trajectory import Progress, recording
 
-__all__ = ["SolverBug", "choose_auto", "solve_round"]
+__all__ = ["SolverBug", "choose_auto", "method_options", "solve_round"]
 
 #: where ``solve_round`` reports what callers should know but that is not an error (``auto`` not
 #: running the learned policy it would choose, because the policy's weights do not load)
@@ -36,9 +37,9 @@ AUTO_LEARNED_MIN_S = 2.0
 
 #: what ``auto`` runs with the learned policy (not registered methods: only ``auto`` picks them)
 AUTO_WARM = MethodInfo("cpsat+maifs", "exact", "CP-SAT warm-started with the learned policy's schedule",
-                       "optsched.learned.auto:WarmCpSat", takes_hint=True)
+                       "optsched.learned.auto:WarmCpSat", takes_hint=True, options="optsched.learned.options:WarmCpsatOptions")
 AUTO_LARGE = MethodInfo("maifs", "learned", "the learned policy, its loading counted in the time limit",
-                        "optsched.learned.auto:TimedLearned", takes_hint=True)
+                        "optsched.learned.auto:TimedLearned", takes_hint=True, options="optsched.learned.options:MaifsOptions")
 
 
 class SolverBug(RuntimeError):
@@ -121,6 +122,29 @@ def _check_policies(instance: Instance, info: MethodInfo) -> None:
         raise InputError("solver", info.name, f"does not support the round's {', '.join(missing)}; methods that do: {able}")
 
 
+def method_options(info: MethodInfo, options: MethodOptions | Mapping[str, Any] | None = None) -> MethodOptions:
+    """``options`` as the typed options of the method ``info`` (validated once, here).
+
+    ``options`` is an options object of the method's class (or of a base class, e.g.
+    ``CpsatOptions`` for ``cpsat+maifs``, which adds ``weights``), a mapping of option names to
+    values, or ``None`` (every default).
+
+    Raises
+    ------
+    InputError
+        ``options.NAME`` naming an unknown option (with the known ones) or a bad value;
+        ``options`` for an options object of another method.
+    """
+    cls = info.options_class()
+    if isinstance(options, MethodOptions):
+        if isinstance(options, cls):
+            return options
+        if issubclass(cls, type(options)):
+            return cls.from_mapping(options.to_dict(), method=info.name)
+        raise InputError("options", type(options).__name__, f"are not options of {info.name}, which takes {cls.__name__}")
+    return cls.from_mapping(options, method=info.name)
+
+
 def solve_round(
     instance: Instance | Mapping[str, Any],
     method: str = "auto",
@@ -130,7 +154,8 @@ def solve_round(
     seed: int = 0,
     hint: Schedule | Mapping[str, Any] | None = None,
     progress: Progress | None = None,
-    **options: Any,
+    options: MethodOptions | Mapping[str, Any] | None = None,
+    **keywords: Any,
 ) -> Result:
     """Solve one scheduling round.
 
@@ -143,7 +168,17 @@ def solve_round(
     (seconds since the call started, the best schedule's worth or ``None`` before the first, the
     best proven bound or ``None``): the objective never falls and the bound never rises.
     ``Result.trajectory`` holds the same events, ending at the result's objective and bound.
-    Extra ``options`` go to the solver.
+
+    ``options`` are the solver's options: an options object of its class (``CpsatOptions``,
+    ``LnsOptions``, ``MipOptions``, ``MaifsOptions``; :attr:`MethodInfo.options
+    <optsched.registry.MethodInfo.options>` names each method's, ``optsched methods --options``
+    lists them) or a mapping of option names to values. Extra keyword arguments are a shorthand
+    for that mapping (``solve_round(inst, solver="cpsat", num_workers=1)`` is
+    ``solve_round(inst, solver="cpsat", options={"num_workers": 1})`` and
+    ``options=CpsatOptions(num_workers=1)``); give one or the other, not both. They are validated
+    (:func:`method_options`) before the method runs: an unknown name or a bad value raises
+    :class:`~optsched.errors.InputError` naming ``options.NAME``, for every method (one that
+    takes no options refuses any).
 
     Before any method runs, the round must be in the numeric range and value span of
     :mod:`optsched.limits` and within the method's size limit (``MAX_CELLS``), else
@@ -182,6 +217,9 @@ def solve_round(
     if warning is not None:
         log.warning("%s: %s", instance.name, warning)
     _check_policies(instance, info)
+    if options is not None and keywords:
+        raise InputError("options", sorted(keywords), "give the options either as options= or as keyword arguments, not both")
+    opts = method_options(info, keywords if options is None else options)
     if progress is not None and not callable(progress):
         raise InputError("progress", progress, "must be a callable progress(t_s, objective, bound) or None")
     check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
@@ -189,7 +227,7 @@ def solve_round(
     check_size(instance, info.name)
     start = time.perf_counter()
     with recording(instance, listener=progress, start=start) as root, root.nested():
-        result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **options)
+        result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **opts.to_dict())
     end = time.perf_counter()
     elapsed = end - start
     report = check_schedule(instance, result.schedule)

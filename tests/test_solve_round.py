@@ -86,7 +86,7 @@ def test_bad_instance_and_unknown_option(tiny):
     assert info.value.field == "jobs[1].gpus"
     with pytest.raises(InputError, match="bogus") as info:
         solve_round(tiny, solver="cpsat", time_limit=1.0, bogus=1)
-    assert info.value.field == "options"
+    assert info.value.field == "options.bogus" and info.value.value == 1
 
 
 def test_instance_as_dict_and_hint_as_schedule(tiny):

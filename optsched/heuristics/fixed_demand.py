@@ -15,6 +15,7 @@ from typing import Any
 from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, progressive_fill
 from optsched.model import Instance, Job
+from optsched.options import NoOptions
 from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import packing_choice, policy_families, whole_free_gpus
@@ -71,6 +72,7 @@ class FixedDemand:
     @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
               **options: Any) -> Result:
+        NoOptions.from_mapping(options, method="fixed-demand")  # it takes none: refuse any by name
         t0 = time.perf_counter()
         s = fixed_demand_schedule(instance)
         return Result(schedule=s, status=Status.FEASIBLE, objective=schedule_value(instance, s), bound=None,

@@ -21,6 +21,7 @@ from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, keep_le
 from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.model import Instance, Job
+from optsched.options import NoOptions
 from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import (
@@ -217,6 +218,7 @@ class FungibleGreedy:
     @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None,
               **options: Any) -> Result:
+        NoOptions.from_mapping(options, method="fungible-greedy")  # it takes none: refuse any by name
         t0 = time.perf_counter()
         packing = instance.round.packing is not None
         pairs = {"fungible": _fungible_pair(instance, None, packing)}

@@ -38,7 +38,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from optsched.errors import InputError
 from optsched.exact.cpsat import CpSatSolver
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import JobData, job_data
@@ -51,8 +50,9 @@ from optsched.heuristics.neighbourhoods import (
     random_nodes,
     targeted_nodes,
 )
+from optsched.heuristics.options import LnsOptions
 from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
-from optsched.mip.colgen import Prices, supported
+from optsched.mip.colgen import supported
 from optsched.model import Instance, Job, Node, Round
 from optsched.policy_repair import repair
 from optsched.result import Result, Status
@@ -73,56 +73,12 @@ from optsched.values import schedule_value
 
 __all__ = ["LargeNeighbourhoodSearch", "sub_instance"]
 
-DEFAULT_OPTIONS: dict[str, Any] = {
-    "num_workers": 1,  # CP-SAT workers per sub-problem
-    "nodes": 4,  # nodes freed per neighbourhood
-    "extra_jobs": 16,  # waiting jobs offered to a neighbourhood
-    "sub_time": 0.25,  # seconds per sub-problem at most (measured: 0.25 s >= 0.5 s > 0.15 s; benchmarks/README.md)
-    # report a bound: True: the configuration LP on a child process where it applies, else the LP
-    # bound; "lp": the LP bound only (no child process); False: none
-    "bound": True,
-    # shares of the steps whose nodes are chosen by lost worth and slack (targeted), and of the
-    # others by split jobs (linked); the rest uniformly (optsched.heuristics.neighbourhoods)
-    "targeted": 0.5,
-    "linked": 0.5,
-    # ... and once the bound's prices are known, the share of the steps aimed with them (measured,
-    # 8 medium rounds, 2 runs each, prices known: mean gap 0.398 % at 0.5, 0.325 % at 0.75,
-    # 0.340 % at 0.9, 0.384 % at 1.0)
-    "priced": 0.75,
-    # reproducible search: a budget of CP-SAT deterministic seconds summed over the sub-problems
-    # (each gets at most sub_time of them); None: wall-clock slices (time_limit, sub_time seconds)
-    "deterministic_time": None,
-    # prices of a bound (optsched.mip.colgen.Prices) to aim the targeted steps and the offered jobs
-    # with from the start; the bound worker's prices replace them as they come
-    "prices": None,
-}
-
 _RESERVE_S = 0.1
 
 
 def _check(options: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
-    if unknown:
-        raise InputError("options", unknown, f"unknown lns option(s); known: {sorted(DEFAULT_OPTIONS)}")
-    opts = {**DEFAULT_OPTIONS, **options}
-    for k in ("num_workers", "nodes", "extra_jobs"):
-        v = opts[k]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(k, v, "must be a positive integer")
-    if isinstance(opts["sub_time"], bool) or not isinstance(opts["sub_time"], (int, float)) or opts["sub_time"] <= 0:
-        raise InputError("sub_time", opts["sub_time"], "must be a positive number of seconds")
-    for k in ("targeted", "linked", "priced"):
-        v = opts[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-            raise InputError(k, v, "must be a share in [0, 1]")
-    dt = opts["deterministic_time"]
-    if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or dt <= 0):
-        raise InputError("deterministic_time", dt, "must be a positive number")
-    if opts["prices"] is not None and not isinstance(opts["prices"], Prices):
-        raise InputError("prices", opts["prices"], "must be an optsched.mip.colgen.Prices or None")
-    if not (isinstance(opts["bound"], bool) or opts["bound"] == "lp"):
-        raise InputError("bound", opts["bound"], 'must be true, false or "lp"')
-    return opts
+    """``options`` validated (:class:`~optsched.heuristics.options.LnsOptions`), every default filled in."""
+    return LnsOptions.from_mapping(options).to_dict()
 
 
 def _starts(instance: Instance, hint: Schedule | None, until: float | None, data: list[JobData],

@@ -22,6 +22,7 @@ from optsched.errors import InputError
 from optsched.learned.decode import _schedule, decode, decode_state
 from optsched.learned.features import featurise
 from optsched.learned.inference import DEFAULT_WEIGHTS, INFERENCE_THREADS, NumpyPolicy, load_npz
+from optsched.learned.options import MaifsOptions
 from optsched.learned.repair import improve, state_value
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -116,28 +117,16 @@ class LearnedSolver:
         self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any
     ) -> Result:
         start = time.perf_counter()
-        unknown = set(options) - {"weights", "samples", "temperature", "threads", "repair"}
-        if unknown:
-            raise InputError("options", sorted(unknown), "unknown option(s) of the maifs solver; known: weights, samples, temperature, threads, repair")
+        opts = MaifsOptions.from_mapping(options)
         n_nodes, n_jobs = instance.size
-        samples = options.get("samples", DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0)
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
-            raise InputError("samples", samples, "must be a non-negative integer")
-        temperature = float(options.get("temperature", 1.0))
-        if not temperature > 0:
-            raise InputError("temperature", temperature, "must be > 0")
-        threads = options.get("threads", INFERENCE_THREADS)
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise InputError("threads", threads, "must be a positive integer")
-        repair = options.get("repair")
-        if repair is not None and not isinstance(repair, bool):
-            raise InputError("repair", repair, "must be true or false")
+        samples = opts.samples if opts.samples is not None else DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0
+        temperature, threads, repair = opts.temperature, opts.threads, opts.repair
         if repair is None:
             from optsched.round_policies import policy_families
 
             repair = n_nodes * n_jobs > REPAIR_CELLS and not policy_families(instance)
         rec = current()  # the trajectory (optsched.trajectory): the policy's schedule, the repaired one, better samples
-        net = load_policy(options.get("weights"))
+        net = load_policy(opts.weights)
         t0 = time.perf_counter()
         feats = featurise(instance)
         scores = net.scores(feats, threads=threads)
@@ -200,7 +189,7 @@ class LearnedSolver:
             "samples": done,
             "greedy_objective": greedy_val,
             "source": source,
-            "weights": str(options.get("weights") or DEFAULT_WEIGHTS.name),
+            "weights": str(opts.weights or DEFAULT_WEIGHTS.name),
             **stats,
         }
         return Result(best, Status.FEASIBLE, best_val, None, "maifs", "learned", time.perf_counter() - start, stats)

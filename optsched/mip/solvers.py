@@ -47,6 +47,7 @@ from optsched.errors import InputError
 from optsched.limits import check_size, check_value_span
 from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
+from optsched.mip.options import MipOptions
 from optsched.model import Instance
 from optsched.policy_repair import repair
 from optsched.result import Result, Status
@@ -63,7 +64,6 @@ MIP_GAP = 1e-9
 _RESERVE_S = 0.05
 #: a dual bound this large is a solver's stand-in for infinity (SCIP's is 1e20), not a bound
 _NO_BOUND = 1e19
-_KNOWN_OPTIONS = frozenset({"num_threads", "log", "greedy"})
 
 
 class _MipSolver:
@@ -72,12 +72,8 @@ class _MipSolver:
 
     @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
-        unknown = set(options) - _KNOWN_OPTIONS
-        if unknown:
-            raise InputError("options", sorted(unknown), f"unknown option for {self.name}; known: {sorted(_KNOWN_OPTIONS)}")
-        num_threads = options.get("num_threads", 1)
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-            raise InputError("num_threads", num_threads, "must be a positive integer")
+        opts = MipOptions.from_mapping(options, method=self.name)
+        num_threads = opts.num_threads
         # what solve_round checks before every method, again for direct callers: a value span the
         # solver's tolerances cannot keep apart, or a round too large to answer within the time limit
         check_value_span(instance)
@@ -85,7 +81,7 @@ class _MipSolver:
         start = time.perf_counter()
         stats: dict[str, Any] = {}
         fallback = Schedule.empty(instance.name)
-        if options.get("greedy", True):
+        if opts.greedy:
             from optsched.exact.hint import greedy_schedule
 
             fallback = greedy_schedule(instance)
@@ -107,7 +103,7 @@ class _MipSolver:
             hint, stats["hint_from"] = fallback, "greedy"
         elif hint is not None:
             stats["hint_from"] = "caller"
-        schedule, status, bound = self._solve(mip, left, seed, hint, num_threads, bool(options.get("log")), stats)
+        schedule, status, bound = self._solve(mip, left, seed, hint, num_threads, opts.log, stats)
         if status is not Status.OPTIMAL and len(fallback) and schedule_value(instance, schedule) < stats["greedy_value"]:
             return self._result(instance, fallback, status, bound, start, stats, "greedy")
         return self._result(instance, schedule, status, bound, start, stats)
