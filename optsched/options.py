@@ -174,8 +174,9 @@ class MethodOptions:
         known = cls.names()
         for key, value in mapping.items():
             if key not in known:
-                listed = ", ".join(known) if known else "none (it takes no options)"
-                raise InputError(f"options.{key}", value, f"unknown option of {method or cls.method}; known: {listed}")
+                name = method or cls.method
+                problem = f"unknown option of {name}; known: {', '.join(known)}" if known else f"unknown option: {name} takes none"
+                raise InputError(f"options.{key}", value, problem)
         return cls(**mapping)
 
     @classmethod

@@ -113,6 +113,25 @@ def _method_info(solver: str | None, field: str = "solver"):
         raise InputError(field, e.value, e.problem) from None
 
 
+def _check_options(req: SolveRequest, info: Any) -> None:
+    """Refuse bad ``options`` before queueing: by name an option that no method accepts over HTTP
+    (a path on the server's disk, the server's own output, an in-process object:
+    ``OptionInfo.remote``), then, when the request names the method (a solver or a family), what
+    ``solve_round`` would refuse, through the same options class (``auto`` picks its method by
+    the round: its worker checks them, with the same messages)."""
+    from optsched.registry import family_default, methods
+    from optsched.solve import AUTO_LARGE, AUTO_WARM, method_options
+
+    local = {o.name for m in [*methods(), AUTO_WARM, AUTO_LARGE] for o in m.options_class().describe() if not o.remote}
+    for key, value in req.options.items():
+        if key in local:
+            raise InputError(f"options.{key}", value, "is not accepted over HTTP (for Python and CLI callers only)")
+    if info is None and req.method != "auto":
+        info = family_default(req.method)
+    if info is not None and req.method in ("auto", info.family):  # else solve_round refuses the pair first
+        method_options(info, req.options)
+
+
 async def _run(pool: SolvePool, kind: str, payload: dict[str, Any], deadline_s: float) -> dict[str, Any]:
     tag, value = await pool.run(kind, payload, deadline_s)
     if tag == "input_error":
@@ -204,12 +223,15 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         """Solve one round (``solve_round``): the schedule with objective, bound, gap, status and time.
 
         The schedule always passes the independent checker. ``time_limit`` is capped at the
-        server's maximum; the answer says which limit applied.
+        server's maximum; the answer says which limit applied. ``options`` go through the
+        method's options class, as in Python and the CLI (same refusals, same messages).
         """
         info = _method_info(req.solver)
+        _check_options(req, info)
         tl = cfg.time_limit(req.time_limit)
         payload = {"instance": req.instance.to_dict(), "method": req.method, "solver": req.solver, "time_limit": tl,
-                   "seed": req.seed, "hint": None if req.hint is None else req.hint.contract_dict(), "method_info": info}
+                   "seed": req.seed, "hint": None if req.hint is None else req.hint.contract_dict(), "method_info": info,
+                   "options": req.options}
         out = await _run(pool, "solve", payload, cfg.deadline(tl))
         out["time_limit"] = tl
         return out

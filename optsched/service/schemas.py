@@ -39,6 +39,7 @@ __all__ = [
     "JobModel",
     "MethodModel",
     "NodeModel",
+    "OptionModel",
     "ProfileModel",
     "RoundModel",
     "ScheduleModel",
@@ -203,7 +204,7 @@ Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 class SolveRequest(BaseModel):
-    """``POST /v1/solve``: what ``solve_round(instance, method, solver=, time_limit=, seed=, hint=)`` takes."""
+    """``POST /v1/solve``: what ``solve_round(instance, method, solver=, time_limit=, seed=, hint=, options=)`` takes."""
 
     model_config = _STRICT
     instance: ContractInstance
@@ -212,6 +213,10 @@ class SolveRequest(BaseModel):
     time_limit: TimeLimit = None
     seed: Seed = 0
     hint: ScheduleModel | None = Field(None, description="a feasible schedule to warm-start solvers that take hints")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the solver's options by name (GET /v1/methods lists each method's); validated by the method's options "
+                    "class as in Python and the CLI: an unknown name or a bad value is a 422 naming options.NAME")
 
 
 class SolveResponse(BaseModel):
@@ -298,6 +303,16 @@ class ValidateResponse(BaseModel):
     time_limit: float
 
 
+class OptionModel(BaseModel):
+    """One option of a method (``optsched methods --options``)."""
+
+    name: str
+    type: str
+    default: Any = None
+    help: str
+    remote: bool = Field(description="accepted over HTTP (false: for Python and CLI callers only)")
+
+
 class MethodModel(BaseModel):
     """A registered solve method (``optsched methods --json``)."""
 
@@ -306,6 +321,7 @@ class MethodModel(BaseModel):
     summary: str
     takes_hint: bool
     default: bool
+    options: list[OptionModel] = Field(default_factory=list, description="the options it takes (POST /v1/solve's options)")
 
 
 class Health(BaseModel):

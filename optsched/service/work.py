@@ -37,7 +37,8 @@ def _solve(p: dict[str, Any]) -> dict[str, Any]:
     from optsched.solve import solve_round
 
     _sync_method(p.get("method_info"))
-    result = solve_round(p["instance"], p["method"], solver=p["solver"], time_limit=p["time_limit"], seed=p["seed"], hint=p["hint"])
+    result = solve_round(p["instance"], p["method"], solver=p["solver"], time_limit=p["time_limit"], seed=p["seed"], hint=p["hint"],
+                         options=p.get("options"))
     return result.to_dict()
 
 
