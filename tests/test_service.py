@@ -26,6 +26,7 @@ from strategies import tiny_instance_dicts
 
 from optsched import Instance, check_schedule, solve_round
 from optsched.commands.validate import validate_decision
+from optsched.errors import InputError
 from optsched.io import load_json
 from optsched.model import Job, Node, Profile, Round
 from optsched.registry import _METHODS, methods, register_method
@@ -149,6 +150,22 @@ def test_solve_returns_a_checked_schedule(http, method):
     if method == "exact":
         local = solve_round(inst, "exact", time_limit=2.0)
         assert body["status"] == "optimal" and body["objective"] == pytest.approx(local.objective, rel=1e-6)
+
+
+def test_options_reach_the_solver_and_auto_checks_them_in_its_worker(http):
+    """``options`` give the schedule the Python API gives with them; under ``auto`` (whose
+    method depends on the round) the worker refuses a bad one with solve_round's message."""
+    d = _tiny(0)
+    opts = {"deterministic_time": 0.2, "bound": False}
+    r = http.post("/v1/solve", json={"instance": d, "solver": "lns", "time_limit": 1.5, "seed": 2, "options": opts})
+    assert r.status_code == 200, r.text
+    local = solve_round(Instance.from_dict(d), solver="lns", time_limit=1.5, seed=2, options=opts)
+    assert r.json()["jobs"] == local.to_dict()["jobs"]
+    r = http.post("/v1/solve", json={"instance": d, "time_limit": 1, "options": {"bogus": 1}})
+    assert r.status_code == 422, r.text
+    with pytest.raises(InputError) as e:
+        solve_round(Instance.from_dict(d), time_limit=1.0, bogus=1)
+    assert r.json()["field"] == "options.bogus" and r.json()["message"] == str(e.value)
 
 
 def test_time_limit_is_capped_and_defaulted(http):
