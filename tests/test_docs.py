@@ -95,7 +95,8 @@ def test_cli_examples_print_what_docs_cli_shows(tmp_path, capsys):
     (tmp_path / "instances").symlink_to(ROOT / "instances")
     # the deterministic examples, compared line for line
     for cmd in ("gen --nodes 8 --jobs 32 --seed 1 -o round.json", "gen --class small --count 2 --gz -o lib/small",
-                "gen --nodes 4 --jobs 5 --gpu-types V100,Volta", "methods"):
+                "gen --nodes 4 --jobs 5 --gpu-types V100,Volta", "methods",
+                "methods --options --family learned"):
         rc, lines = _cli(cmd, tmp_path, capsys)
         assert lines == shown[f"optsched {cmd}"], cmd
     # solve (its time varies), then check the schedule it wrote and the documented broken copy of it
