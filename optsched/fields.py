@@ -1,0 +1,94 @@
+"""The contract's vocabulary and the field readers every ``from_dict`` of :mod:`optsched.model` shares.
+
+The versions this optsched reads and writes, the values of the round's enumerated fields, and
+the small readers that decide, in one place, what a valid integer, number, string, object or list
+field is (each refusal an :class:`~optsched.errors.InputError` naming the field and the value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from optsched.errors import InputError
+
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "SPREAD_FROM"]
+
+#: the version of the rounds built in Python (``Round()`` counts spread from the fewest nodes)
+CONTRACT_VERSION = 3
+#: every version this optsched reads; version 2 adds the optional policy fields (job ``tenant``,
+#: ``deadline_s``, ``remaining_s``, ``elastic``; round ``tenants``, ``max_moves``, ``fairness``, ``packing``: formulations/policies.md)
+#: and is written exactly when one of them is present; version 3 is version 2 with the spread
+#: factor paid per node beyond the fewest a gang needs (``round.spread_from = "fewest"``)
+CONTRACT_VERSIONS = (1, 2, 3)
+#: the values of ``round.spread_from``: the spread factor is paid per node beyond the fewest nodes
+#: of the type that hold the gang (``"fewest"``, version 3) or per node beyond one (``"one"``, versions 1 and 2)
+SPREAD_FROM = ("fewest", "one")
+#: the values of the version-2 field ``round.fairness``: dominant resource fairness across tenants
+#: (``"drf"``) and HUG-style progress fairness over the actual, elastic allocation (``"hug"``)
+FAIRNESS = ("drf", "hug")
+#: the values of the version-2 field ``round.packing`` (Gandiva-style consolidation: formulations/policies.md)
+PACKING = ("consolidate",)
+
+
+# --- small readers shared by every from_dict: one place that decides what a valid field is ----
+
+
+def _get(d: Mapping[str, Any], key: str, default: Any = ...) -> Any:
+    if key in d:
+        return d[key]
+    if default is ...:
+        raise InputError(key, None, "is required")
+    return default
+
+
+def _check_int(name: str, v: Any, lo: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(name, v, "must be an integer")
+    if v < lo:
+        raise InputError(name, v, f"must be >= {lo}")
+    return v
+
+
+def _check_float(name: str, v: Any, *, positive: bool = False, nonneg: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(name, v, "must be a number")
+    x = float(v)
+    if not math.isfinite(x):
+        raise InputError(name, v, "must be finite")
+    if positive and x <= 0:
+        raise InputError(name, v, "must be > 0")
+    if nonneg and x < 0:
+        raise InputError(name, v, "must be >= 0")
+    return x
+
+
+def _check_str(name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise InputError(name, v, "must be a non-empty string")
+    return v
+
+
+def _check_mapping(name: str, v: Any) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise InputError(name, v, "must be an object")
+    return v
+
+
+def _check_list(name: str, v: Any) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise InputError(name, v, "must be a list")
+    return list(v)
+
+
+def _check_version(v: Any) -> int:
+    # the integer 1 exactly: true == 1 and 1.0 == 1 in Python, but neither is the JSON number 1
+    if isinstance(v, bool) or not isinstance(v, int) or v not in CONTRACT_VERSIONS:
+        raise InputError("version", v, f"unknown contract version (this optsched reads versions {list(CONTRACT_VERSIONS)})")
+    return v
+
+
+def _frozen_map(m: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return None if m is None else MappingProxyType(dict(m))
