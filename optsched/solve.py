@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from optsched.checker import check_schedule
-from optsched.errors import InputError
+from optsched.errors import InputError, SolverBug
 from optsched.exact.placeable import nothing_can_run
 from optsched.limits import check_ranges, check_size, check_value_span
 from optsched.model import Instance
@@ -39,10 +39,6 @@ AUTO_WARM = MethodInfo("cpsat+maifs", "exact", "CP-SAT warm-started with the lea
                        "optsched.learned.auto:WarmCpSat", takes_hint=True)
 AUTO_LARGE = MethodInfo("maifs", "learned", "the learned policy, its loading counted in the time limit",
                         "optsched.learned.auto:TimedLearned", takes_hint=True)
-
-
-class SolverBug(RuntimeError):
-    """A method returned a schedule the independent checker refuses: a bug, never bad input."""
 
 
 def learned_problem() -> str | None:

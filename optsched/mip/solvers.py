@@ -43,7 +43,7 @@ import warnings
 from typing import Any
 
 from optsched.checker import check_schedule
-from optsched.errors import InputError
+from optsched.errors import InputError, SolverBug
 from optsched.limits import check_size, check_value_span
 from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
@@ -130,7 +130,6 @@ class _MipSolver:
         stats["incumbent_from"] = source
         report = check_schedule(instance, schedule)
         if report:
-            from optsched.solve import SolverBug
 
             raise SolverBug(f"{self.name}: the MIP solution decodes to an infeasible schedule: {[str(v) for v in report[:3]]}")
         objective = schedule_value(instance, schedule)
@@ -205,7 +204,6 @@ class _MpSolverMip(_MipSolver):
             stats["stopped"] = f"time limit without incumbent (the backend said {stats['mpsolver_status']})"
             return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
         if code in (pywraplp.Solver.INFEASIBLE, pywraplp.Solver.UNBOUNDED, pywraplp.Solver.MODEL_INVALID, pywraplp.Solver.ABNORMAL):
-            from optsched.solve import SolverBug
 
             # the all-zero vector (empty schedule) is feasible and every column is bounded
             raise SolverBug(f"{self.name}: MPSolver says {stats['mpsolver_status']} for {mip.original.name}")
@@ -311,6 +309,5 @@ class PulpSolver(_MipSolver):
         if sol == pulp.LpSolutionNoSolutionFound:
             stats["stopped"] = "time limit without incumbent"
             return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
-        from optsched.solve import SolverBug
 
         raise SolverBug(f"pulp: CBC says {stats['pulp_solution_status']} for {mip.original.name}")
