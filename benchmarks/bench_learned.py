@@ -40,8 +40,10 @@ from ortools.sat.python import cp_model
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
-from optsched.exact.cpsat import _check_options, build_model, job_data, make_scale
 from optsched.exact.hint import greedy_schedule
+from optsched.exact.model import build_model, make_scale
+from optsched.exact.options import _check_options
+from optsched.exact.prep import job_data
 from optsched.heuristics.lns import LargeNeighbourhoodSearch
 from optsched.io import load_instance
 from optsched.learned.labels import label_rounds
