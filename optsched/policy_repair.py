@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, cheapest_point
 from optsched.round_policies import (
     borrowers,
     moved_jobs,
@@ -148,8 +148,6 @@ def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = T
     first, as fixed-demand keeps every job); when none fits, the other jobs on its
     nodes are left out, lowest value per GPU first, until its cheapest point fits (it always does
     once they are gone: the contract checks that the pinned jobs fit together)."""
-    from optsched.model import cheapest_point
-
     pinned = [j for j in instance.jobs if j.pinned]
     for jid in pinned_misses(instance, jobs):  # moved ones come out; every miss is put back below
         jobs.pop(jid, None)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from optsched.model import Instance, Job
+from optsched.round_policies import urgent
 
 __all__ = ["Cluster", "job_order", "place", "types_by_speed"]
 
@@ -21,8 +22,6 @@ def job_order(instance: Instance) -> list[Job]:
     jobs (``preemptible=False``), then urgent deadline jobs (contract v2,
     :func:`optsched.round_policies.urgent`) come before all others."""
     if any(j.deadline_s is not None for j in instance.jobs):
-        from optsched.round_policies import urgent
-
         return sorted(instance.jobs, key=lambda j: (not j.pinned, not urgent(instance, j), -j.weight, not j.running, j.id))
     return sorted(instance.jobs, key=lambda j: (not j.pinned, -j.weight, not j.running, j.id))
 

@@ -34,7 +34,7 @@ from optsched.schedule import Assignment, Schedule
 from optsched.values import spread_multiplier
 
 if TYPE_CHECKING:  # torch only where the policy's output is read: decoding and the repair run without it
-    import torch
+    import torch  # lazy: torch is the train extra
 
     from optsched.learned.policy import PolicyOutput
 
@@ -384,7 +384,7 @@ def log_likelihood(
 
     ``gpus`` and ``point`` come from :func:`target_arrays`. Differentiable in ``out``.
     """
-    import torch
+    import torch  # lazy: torch is the train extra
     J, N, P = feats.n_jobs, feats.n_nodes, feats.point.shape[1]
     admit = out.admit[b, :J]
     node = out.node[b, :J, :N]

@@ -29,6 +29,7 @@ from optsched.checker import check_schedule
 from optsched.io import load_json, write_json
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
+from optsched.solve import solve_round
 
 __all__ = ["Label", "canonicalise", "label_rounds", "residual_round"]
 
@@ -134,8 +135,6 @@ def _key(instance: Instance, solver: str, time_limit: float, seed: int, options:
 def _solve_one(args: tuple[dict[str, Any], str, float, int, dict[str, Any], str]) -> tuple[str, dict[str, Any]]:
     """Solve one round (in a worker); returns the cache path and the label record to write there."""
     inst_d, solver, time_limit, seed, options, path = args
-    from optsched.solve import solve_round  # in the worker process
-
     inst = Instance.from_dict(inst_d)
     res = solve_round(inst, solver=solver, time_limit=time_limit, seed=seed, **options)
     sched = canonicalise(inst, res.schedule)

@@ -19,12 +19,14 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.learned.decode import _schedule, decode, decode_state
 from optsched.learned.features import featurise
 from optsched.learned.inference import DEFAULT_WEIGHTS, INFERENCE_THREADS, NumpyPolicy, load_npz
 from optsched.learned.repair import improve, state_value
 from optsched.model import Instance
 from optsched.result import Result, Status
+from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.trajectory import current, recorded
 from optsched.values import schedule_value
@@ -47,7 +49,7 @@ def _load(path: str, mtime: float) -> NumpyPolicy:
     if not path.endswith(".pt"):
         return load_npz(path)
     # a torch checkpoint of `optsched train` (ckpt-last.pt, best.pt): converted once, needs torch
-    from optsched.learned.policy import PolicyNet, torch
+    from optsched.learned.policy import PolicyNet, torch  # lazy: torch is the train extra
 
     try:
         return PolicyNet.from_checkpoint(torch.load(path, map_location="cpu", weights_only=True)).to_numpy()
@@ -133,8 +135,6 @@ class LearnedSolver:
         if repair is not None and not isinstance(repair, bool):
             raise InputError("repair", repair, "must be true or false")
         if repair is None:
-            from optsched.round_policies import policy_families
-
             repair = n_nodes * n_jobs > REPAIR_CELLS and not policy_families(instance)
         rec = current()  # the trajectory (optsched.trajectory): the policy's schedule, the repaired one, better samples
         net = load_policy(options.get("weights"))
@@ -155,7 +155,6 @@ class LearnedSolver:
                 st = st_h
                 stats["hint_completed"] = True
         if cut:  # the decode stopped placing jobs at the deadline: place the rest greedily around them
-            from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 
             best = fungible_greedy_schedule(instance, fixed=_schedule(instance, feats, st))
             best_val = greedy_val = schedule_value(instance, best)

@@ -466,7 +466,7 @@ class Master:
     per node group (configurations <= nodes) and per (job, declared split) (piece counts)."""
 
     def __init__(self, n_jobs: int, group_sizes: list[int]) -> None:
-        import highspy
+        import highspy  # lazy: highspy loads only for the configuration LP
 
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
@@ -519,7 +519,7 @@ class Master:
 
         Job and tail duals are clipped at 0 (the Lagrangian bound needs them non-negative; an
         optimal LP has them so up to tolerances); equality rows keep their sign."""
-        import highspy
+        import highspy  # lazy: highspy loads only for the configuration LP
 
         self.h.run()
         self.status = self.h.getModelStatus()
@@ -541,7 +541,7 @@ def aggregated_duals(n_jobs: int, groups: list[NodeGroup], sets: dict[tuple[str,
     using the whole job's GPUs, cores and memory; per class the total capacity.
 
     Used only to start the column generation near good prices (any prices give a valid bound)."""
-    import highspy
+    import highspy  # lazy: highspy loads only for the configuration LP
 
     counts: dict[tuple[str, int, int, int], int] = {}
     for g in groups:

@@ -44,6 +44,7 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError, SolverBug
+from optsched.exact.hint import greedy_schedule
 from optsched.limits import check_size, check_value_span
 from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
@@ -86,8 +87,6 @@ class _MipSolver:
         stats: dict[str, Any] = {}
         fallback = Schedule.empty(instance.name)
         if options.get("greedy", True):
-            from optsched.exact.hint import greedy_schedule
-
             fallback = greedy_schedule(instance)
             if policy_families(instance):  # the greedy ignores quotas and the move budget
                 fallback = repair(instance, fallback)
@@ -167,7 +166,7 @@ class _MpSolverMip(_MipSolver):
         stats["hint_value"] = mip.model.objective_value(values)
 
     def _solve(self, mip, time_limit, seed, hint, num_threads, log, stats):
-        from ortools.linear_solver import pywraplp
+        from ortools.linear_solver import pywraplp  # lazy: MPSolver loads only when a MIP is solved
 
         t0 = time.perf_counter()
         solver, xs = to_mpsolver(mip.model, self.backend)
@@ -269,7 +268,7 @@ class PulpSolver(_MipSolver):
     name = "pulp"
 
     def _solve(self, mip, time_limit, seed, hint, num_threads, log, stats):
-        import pulp
+        import pulp  # lazy: PuLP loads only for the pulp method
 
         if "PULP_CBC_CMD" not in pulp.listSolvers(onlyAvailable=True):
             raise InputError("solver", "pulp", "PuLP's bundled CBC (PULP_CBC_CMD) is not available on this machine")
