@@ -20,7 +20,7 @@ import numpy as np
 
 from optsched.errors import InputError
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
-from optsched.learned.decode import _schedule, decode, decode_state
+from optsched.learned.decode import decode, decode_state, state_schedule
 from optsched.learned.features import featurise
 from optsched.learned.inference import DEFAULT_WEIGHTS, INFERENCE_THREADS, NumpyPolicy, load_npz
 from optsched.learned.repair import improve, state_value
@@ -156,7 +156,7 @@ class LearnedSolver:
                 stats["hint_completed"] = True
         if cut:  # the decode stopped placing jobs at the deadline: place the rest greedily around them
 
-            best = fungible_greedy_schedule(instance, fixed=_schedule(instance, feats, st))
+            best = fungible_greedy_schedule(instance, fixed=state_schedule(instance, feats, st))
             best_val = greedy_val = schedule_value(instance, best)
             rec.record(best_val)
         else:
@@ -164,11 +164,11 @@ class LearnedSolver:
             if repair:  # only the winner becomes a Schedule (objectives come from the states)
                 won, best_val = improve(instance, feats, st, deadline=deadline, first_estimate=t_dec - t1, stats=stats)
                 greedy_val = stats["repair_base_objective"]
-                best = _schedule(instance, feats, won if won is not None else st)
+                best = state_schedule(instance, feats, won if won is not None else st)
                 rec.record(greedy_val, at=t_dec)  # the policy's schedule, decoded at t_dec
                 rec.record(best_val)
             else:
-                best = _schedule(instance, feats, st)
+                best = state_schedule(instance, feats, st)
                 best_val = greedy_val = schedule_value(instance, best)
                 rec.record(best_val)
         t2 = time.perf_counter()
