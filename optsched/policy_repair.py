@@ -10,10 +10,10 @@ with it, CP-SAT repairs its candidate hints with it, the MIP backends their hint
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from optsched.heuristics.common import Cluster
 from optsched.model import Instance, Job, cheapest_point
 from optsched.round_policies import (
     borrowers,
@@ -27,9 +27,6 @@ from optsched.round_policies import (
 )
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, is_move, job_value
-
-if TYPE_CHECKING:
-    from optsched.heuristics.common import Cluster
 
 __all__ = ["EVICT_NODES", "repair"]
 
@@ -68,8 +65,6 @@ def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Sche
     Where ``max_moves`` is set, additions never count as moves: a running job is added only where
     it runs (without a budget it may also be added elsewhere, paying its restart).
     """
-    from optsched.heuristics.common import Cluster  # the heuristics import this module
-
     jobs = dict(schedule.jobs)
     if any(j.pinned for j in instance.jobs):
         _keep_pinned(instance, jobs, lean)
@@ -180,8 +175,6 @@ def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = T
 
 
 def _cluster(instance: Instance, jobs: Mapping[str, Assignment]) -> Cluster:
-    from optsched.heuristics.common import Cluster  # the heuristics import this module
-
     cl = Cluster(instance)
     for a in jobs.values():
         cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)

@@ -21,7 +21,7 @@ from optsched.exact.hint import greedy_schedule
 from optsched.exact.model import build_model, make_scale
 from optsched.exact.options import _check_options
 from optsched.exact.prep import dominating_point, job_data
-from optsched.mip.colgen import supported
+from optsched.mip.pricing import supported
 from optsched.solve import solve_round
 from optsched.values import schedule_value
 

@@ -55,7 +55,8 @@ from optsched.heuristics.neighbourhoods import (
 from optsched.learned.repair import price_schedule
 from optsched.mip.bound import lp_bound_within
 from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
-from optsched.mip.colgen import Prices, supported
+from optsched.mip.colgen import Prices
+from optsched.mip.pricing import supported
 from optsched.model import Instance, Job, Node, Round
 from optsched.policy_repair import repair
 from optsched.result import Result, Status

@@ -18,13 +18,14 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from optsched.bench.backends import Backend, get_backend
+from optsched.capacity import residual_round
 from optsched.checker import check_schedule
 from optsched.io import load_json, write_json
 from optsched.model import Instance
@@ -105,26 +106,6 @@ def canonicalise(instance: Instance, schedule: Schedule) -> Schedule:
             nodes[rename.get(nid, nid)] = k
         jobs[jid] = Assignment(nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
     return Schedule(schedule.instance, jobs)
-
-
-def residual_round(instance: Instance, placed: Schedule, name: str | None = None) -> Instance:
-    """The round left after ``placed``'s jobs took their resources: smaller nodes, fewer jobs."""
-    used_g: dict[str, int] = defaultdict(int)
-    used_c: dict[str, int] = defaultdict(int)
-    used_m: dict[str, int] = defaultdict(int)
-    for a in placed.jobs.values():
-        for nid, k in a.nodes.items():
-            used_g[nid] += k
-            used_c[nid] += k * a.cpus_per_gpu
-            used_m[nid] += k * a.mem_per_gpu_gb
-    nodes = tuple(
-        replace(n, gpus=n.gpus - used_g[n.id], cpus=n.cpus - used_c[n.id], mem_gb=n.mem_gb - used_m[n.id]) for n in instance.nodes
-    )
-    jobs = tuple(j for j in instance.jobs if j.id not in placed.jobs)
-    if name is None:
-        digest = hashlib.sha256(json.dumps(placed.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        name = f"{instance.name}~{digest}"
-    return instance.subround(name, nodes, jobs)
 
 
 def _key(instance: Instance, solver: str, time_limit: float, seed: int, options: Mapping[str, Any]) -> str:

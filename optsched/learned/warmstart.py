@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from optsched.capacity import residual_round
 from optsched.errors import InputError
 from optsched.exact.cpsat import CpSatSolver
 from optsched.learned.decode import decode
 from optsched.learned.features import featurise
 from optsched.learned.inference import NumpyPolicy
-from optsched.learned.labels import residual_round
 from optsched.learned.solver import load_policy
 from optsched.model import Instance
 from optsched.result import Result, Status

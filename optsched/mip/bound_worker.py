@@ -30,7 +30,8 @@ import time
 from typing import Any
 
 from optsched.mip.bound import lp_bound_within
-from optsched.mip.colgen import Prices, config_bound, supported
+from optsched.mip.colgen import Prices, config_bound
+from optsched.mip.pricing import supported
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
