@@ -109,7 +109,7 @@ def grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int]
         if instance.job(jid).elastic is not None and jid not in frozen:
             tried[jid] = set()
             push(jid)
-    while heap and int(cl.gpu.sum()) > 0:
+    while heap and int(cl.free_g.sum()) > 0:
         _, jid, k = heapq.heappop(heap)
         tried[jid].add(k)
         _try_grow(instance, cl, chosen, jid, (k,))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from optsched.capacity import FreeCapacity
 from optsched.learned.features import NEG, RoundFeatures
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
@@ -63,22 +64,17 @@ def scores_of(out: PolicyOutput, b: int, feats: RoundFeatures) -> Scores:
 # --- decoding ---------------------------------------------------------------------------------
 
 
-class PlacementState:
-    """Free capacity per node, and the decision so far."""
+class PlacementState(FreeCapacity):
+    """Free capacity per node (:class:`optsched.capacity.FreeCapacity`), and the decision so far."""
 
     def __init__(self, feats: RoundFeatures) -> None:
-        self.free_g = feats.node_gpus.copy()
-        self.free_c = feats.node_cpus.copy()
-        self.free_m = feats.node_mem.copy()
+        super().__init__(feats.node_gpus, feats.node_cpus, feats.node_mem)
         self.where: dict[int, dict[int, int]] = {}  # job -> node -> GPUs
         self.point: dict[int, int] = {}  # job -> point index
         self.timed_out = False
 
     def place(self, j: int, nodes: dict[int, int], p: int, c: int, m: int) -> None:
-        for n, k in nodes.items():
-            self.free_g[n] -= k
-            self.free_c[n] -= c * k
-            self.free_m[n] -= m * k
+        self.reserve(nodes, c, m)
         self.where[j] = nodes
         self.point[j] = p
 

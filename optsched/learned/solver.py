@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from optsched.capacity import FreeCapacity
 from optsched.errors import InputError
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.learned.decode import decode, decode_state, state_schedule
@@ -82,7 +83,7 @@ def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tup
     """The decoder's ``fixed`` map (job index -> ({node index: GPUs}, point index)) of a hint's
     assignments whose grid point is an allowed point of the job (others are left to the decoder)."""
     out = {}
-    free = np.stack([feats.node_gpus, feats.node_cpus, feats.node_mem]).astype(np.int64)
+    free = FreeCapacity(feats.node_gpus, feats.node_cpus, feats.node_mem)
     for jid, a in hint.jobs.items():
         try:
             j = instance.job_idx(jid)
@@ -92,10 +93,8 @@ def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tup
         hits = np.flatnonzero(feats.point_ok[j] & feats.point_mask[j] & (feats.point_c[j] == a.cpus_per_gpu) & (feats.point_m[j] == a.mem_per_gpu_gb))
         if not hits.size or sum(nodes.values()) != feats.gpus[j] or any(feats.speed[j, n] <= 0 for n in nodes):
             continue
-        use = {n: np.array([k, k * a.cpus_per_gpu, k * a.mem_per_gpu_gb]) for n, k in nodes.items()}
-        if all((free[:, n] >= u).all() for n, u in use.items()):  # a hint that does not fit is not trusted
-            for n, u in use.items():
-                free[:, n] -= u
+        if free.fits(nodes, a.cpus_per_gpu, a.mem_per_gpu_gb):  # a hint that does not fit is not trusted
+            free.reserve(nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
             out[j] = (nodes, int(hits[0]))
     return out
 
