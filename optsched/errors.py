@@ -1,4 +1,4 @@
-"""The one exception type for bad input.
+"""The exception types: :class:`InputError` for bad input, :class:`SolverBug` for a method's bug.
 
 Every refusal of bad input (instance JSON, schedule JSON, method names, CLI options) raises
 :class:`InputError`, which names the offending field as a JSON-style path and the value found.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["InputError", "jsonable", "safe_text"]
+__all__ = ["InputError", "SolverBug", "jsonable", "safe_text"]
 
 
 class InputError(ValueError):
@@ -38,6 +38,10 @@ class InputError(ValueError):
         can carry it (a NaN, an infinity, a lone surrogate, a huge integer or a container is
         echoed as its short ``repr``), so an error body always serialises."""
         return {"field": safe_text(self.field), "value": jsonable(self.value), "problem": safe_text(self.problem)}
+
+
+class SolverBug(RuntimeError):
+    """A method returned a schedule the independent checker refuses: a bug, never bad input."""
 
 
 #: an echoed string or repr is cut to this many characters

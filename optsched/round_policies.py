@@ -44,6 +44,8 @@ import math
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+import numpy as np
+
 from optsched.model import Elastic, Instance, Job, Profile
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, is_move, schedule_value
@@ -449,8 +451,6 @@ def consolidate(instance: Instance, schedule: Schedule, budget: float = 0.0) -> 
     :func:`whole_free_gpus`; it repeats until a sweep empties nothing. With ``budget = 0`` the
     worth never falls.
     """
-    import numpy as np
-
     jobs = dict(schedule.jobs)
     left_budget = budget
     max_moves = instance.round.max_moves

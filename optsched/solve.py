@@ -10,13 +10,16 @@ from dataclasses import replace
 from typing import Any
 
 from optsched.checker import check_schedule
-from optsched.errors import InputError
+from optsched.errors import InputError, SolverBug
 from optsched.exact.placeable import nothing_can_run
+from optsched.learned.solver import load_policy
 from optsched.limits import check_ranges, check_size, check_value_span
 from optsched.model import Instance
 from optsched.options import MethodOptions
-from optsched.registry import FAMILIES, MethodInfo, family_default, get_method
+from optsched.policy_repair import repair
+from optsched.registry import FAMILIES, MethodInfo, family_default, get_method, methods
 from optsched.result import Result, Status
+from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.trajectory import Progress, recording
 
@@ -42,15 +45,9 @@ AUTO_LARGE = MethodInfo("maifs", "learned", "the learned policy, its loading cou
                         "optsched.learned.auto:TimedLearned", takes_hint=True, options="optsched.learned.options:MaifsOptions")
 
 
-class SolverBug(RuntimeError):
-    """A method returned a schedule the independent checker refuses: a bug, never bad input."""
-
-
 def learned_problem() -> str | None:
     """Why the shipped learned policy cannot run here (its weights, package data, do not load),
     or ``None`` when it can. Loads the weights once per process (numpy; no torch)."""
-    from optsched.learned.solver import load_policy
-
     try:
         load_policy()
     except InputError as e:
@@ -60,8 +57,6 @@ def learned_problem() -> str | None:
 
 def _choose(instance: Instance, time_limit: float) -> tuple[MethodInfo, str | None]:
     """``auto``'s method, and a warning when it is not the learned one it would have chosen."""
-    from optsched.round_policies import policy_families
-
     n_nodes, n_jobs = instance.size
     cells = n_nodes * n_jobs
     wanted = family_default("exact")
@@ -113,9 +108,6 @@ _POLICY_RULES = (6, 7, 8)
 
 def _check_policies(instance: Instance, info: MethodInfo) -> None:
     """Refuse a method that does not honour a policy family the round uses (never ignore one)."""
-    from optsched.registry import methods
-    from optsched.round_policies import policy_families
-
     missing = sorted(policy_families(instance) - set(info.policies))
     if missing:
         able = [m.name for m in methods() if set(missing) <= set(m.policies)]
@@ -207,8 +199,6 @@ def solve_round(
         if bad and all(v.rule in _POLICY_RULES for v in bad):
             # breaks only the round's policy rules (e.g. last round's schedule once a quota owner
             # arrives): the nearest schedule that keeps them seeds the solver instead
-            from optsched.policy_repair import repair
-
             hint = repair(instance, hint)
             bad = check_schedule(instance, hint)
         if bad:

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from optsched.exact.hint import greedy_schedule
-from optsched.mip import colgen
-from optsched.mip.colgen import TAIL, config_bound, split_fraction, supported
+from optsched.mip import pricing
+from optsched.mip.colgen import config_bound
+from optsched.mip.pricing import TAIL, split_fraction, supported
 from optsched.model import Instance, Job, Node, Profile, Round
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -46,12 +47,12 @@ def test_bound_stays_valid_when_sizes_are_rounded_to_units(inst, units):
     """Few units per node make the dynamic program round core and memory sizes down."""
     assume(search_size(inst) <= 20000)
     best, _ = brute_force(inst)
-    old = colgen.MAX_UNITS
-    colgen.MAX_UNITS = units
+    old = pricing.MAX_UNITS
+    pricing.MAX_UNITS = units
     try:
         res = config_bound(inst, time_limit=10.0)
     finally:
-        colgen.MAX_UNITS = old
+        pricing.MAX_UNITS = old
     assert res.bound is not None and res.bound >= best - 1e-7 * max(1.0, best)
 
 

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from optsched.checker import check_schedule
-from optsched.exact.cpsat import CpSatSolver, lifted_coefficients
+from optsched.exact.constraints import lifted_coefficients
+from optsched.exact.cpsat import CpSatSolver
 from optsched.model import Instance, Job, Node, Profile, Round
 from optsched.result import Status
 

@@ -15,11 +15,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from optsched.exact import cpsat
+from optsched.exact import core
 from optsched.exact.fixing import config_fixing
 from optsched.exact.hint import greedy_schedule
+from optsched.exact.model import build_model, make_scale
+from optsched.exact.options import _check_options
 from optsched.exact.prep import dominating_point, job_data
-from optsched.mip.colgen import supported
+from optsched.mip.pricing import supported
 from optsched.solve import solve_round
 from optsched.values import schedule_value
 
@@ -75,8 +77,8 @@ def test_fixed_model_optimum_equals_brute_force(inst, relative_to):
     hint = greedy_schedule(inst, data)
     z = best if relative_to == "optimum" else schedule_value(inst, hint)
     fix = config_fixing(inst, data, z, time_limit=10.0)
-    scale = cpsat.make_scale(inst, data)
-    m = cpsat.build_model(inst, data, scale, cpsat._check_options({"num_workers": 1}), float("inf"), None, None, fix)
+    scale = make_scale(inst, data)
+    m = build_model(inst, data, scale, _check_options({"num_workers": 1}), float("inf"), None, None, fix)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = 10.0
@@ -101,7 +103,7 @@ def test_cpsat_fixing_stage_proves_the_brute_force_optimum(monkeypatch):
                  for i, (g, w) in enumerate([(1, 1.0), (2, 0.7), (3, 0.5), (1, 2.0)])],
     })
     best, _ = brute_force(inst)
-    real = cpsat.solve_lexicographic
+    real = core.solve_lexicographic
     calls = []
 
     def first_unproven(solver, model, stats, callback=None):
@@ -109,7 +111,7 @@ def test_cpsat_fixing_stage_proves_the_brute_force_optimum(monkeypatch):
         calls.append(code)
         return cp_model.UNKNOWN if len(calls) == 1 else code
 
-    monkeypatch.setattr(cpsat, "solve_lexicographic", first_unproven)
+    monkeypatch.setattr(core, "solve_lexicographic", first_unproven)
     res = solve_round(inst, solver="cpsat", time_limit=6.0, seed=0, num_workers=2)
     assert len(calls) == 2
     assert res.stats["fixing"]["pieces_kept"] < res.stats["fixing"]["pieces"]

@@ -292,7 +292,7 @@ def test_past_the_exact_scale_levels_are_rounded_down_never_up():
 
 
 def test_an_elastic_round_reduced_only_as_variants_keeps_the_hints_points(monkeypatch):
-    from optsched.exact import cpsat, prep
+    from optsched.exact import core, cpsat, prep
     from optsched.schedule import Assignment, Schedule
 
     # 16 elastic jobs x 16 points x 3 nodes: 768 cells as given, 1,536 as size variants, so the
@@ -311,7 +311,7 @@ def test_an_elastic_round_reduced_only_as_variants_keeps_the_hints_points(monkey
         built.append(prep.job_data(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setattr(cpsat, "job_data", spy)
+    monkeypatch.setattr(core, "job_data", spy)
     hint = Schedule(inst.name, {"j0": Assignment({"n0": 2}, 8, 64)})
     res = cpsat.CpSatSolver().solve(inst, time_limit=1, seed=0, hint=hint, num_workers=1)
     assert res.stats["hug_points"] == "reduced" and not check_schedule(inst, res.schedule)

@@ -13,25 +13,22 @@ from test_learned_policy import random_round
 from optsched import Instance, Job, Node, Profile, Round, check_schedule
 from optsched.errors import InputError
 from optsched.gen import generate
-from optsched.learned.decode import _schedule, _State, decode_state, scores_of
+from optsched.learned.decode import PlacementState, decode_state, scores_of, state_schedule
 from optsched.learned.features import RoundFeatures, featurise
-from optsched.learned.policy import PolicyNet, collate
-from optsched.learned.repair import (
-    _dual,
-    improve,
+from optsched.learned.moves import (
     move_to_faster,
     node_knapsack,
-    option_table,
     polish,
-    price_repack,
     relocate,
     repoint_nodes,
-    resource_prices,
     squeeze_gangs,
     squeeze_in,
-    state_value,
     upgrade_points,
 )
+from optsched.learned.policy import PolicyNet, collate
+from optsched.learned.prices import _dual, option_table, resource_prices
+from optsched.learned.repack import price_repack
+from optsched.learned.repair import improve, state_value
 from optsched.learned.solver import LearnedSolver
 from optsched.values import schedule_value
 
@@ -76,12 +73,12 @@ def test_repair_is_feasible_and_never_lowers_the_objective(net, seed, n_nodes, n
         return
     f, base = _base(net, inst)
     base_v = state_value(inst, f, base)
-    assert base_v == pytest.approx(schedule_value(inst, _schedule(inst, f, base)))
+    assert base_v == pytest.approx(schedule_value(inst, state_schedule(inst, f, base)))
     table = option_table(inst, f)
     lam, _ = resource_prices(table)
     for fill_to in (0.9, 1.0):
         st_ = price_repack(inst, f, table, lam, targets=dict(base.point), fill_to=fill_to)
-        sched = _schedule(inst, f, st_)
+        sched = state_schedule(inst, f, st_)
         report = check_schedule(inst, sched)
         assert report.feasible, list(report)
         assert report.objective == pytest.approx(state_value(inst, f, st_))
@@ -89,7 +86,7 @@ def test_repair_is_feasible_and_never_lowers_the_objective(net, seed, n_nodes, n
     won, v = improve(inst, f, base, stats=stats)
     assert v >= base_v - 1e-9
     assert v == pytest.approx(state_value(inst, f, won))
-    assert check_schedule(inst, _schedule(inst, f, won)).feasible
+    assert check_schedule(inst, state_schedule(inst, f, won)).feasible
     assert stats["repair_used"] == (won is not base)
 
 
@@ -104,7 +101,7 @@ def test_prices_lower_the_dual() -> None:
     assert d < 0.99 * zero
     assert (lam >= 0).all()
     st_ = price_repack(inst, f, table, lam)
-    assert check_schedule(inst, _schedule(inst, f, st_)).feasible
+    assert check_schedule(inst, state_schedule(inst, f, st_)).feasible
 
 
 def _prof() -> Profile:
@@ -123,12 +120,12 @@ def test_squeeze_admits_a_waiting_job_by_lowering_a_neighbour() -> None:
     prof = _prof()
     inst = Instance("sq", (Node("n", "V100", 2, 8, 50),), (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10))))
     f = featurise(inst)
-    st_ = _State(f)
+    st_ = PlacementState(f)
     p40 = _point(f, 40)
     st_.place(0, {0: 1}, p40, 1, 40)
     before = state_value(inst, f, st_)
     assert squeeze_in(inst, f, st_) == 1
-    sched = _schedule(inst, f, st_)
+    sched = state_schedule(inst, f, st_)
     assert check_schedule(inst, sched).feasible
     assert set(sched.jobs) == {"a", "b"}
     assert state_value(inst, f, st_) == pytest.approx(before + 1.0)  # 1.5 + 1.0 against 1.5
@@ -139,13 +136,13 @@ def test_upgrade_points_fills_a_node() -> None:
     prof = _prof()
     inst = Instance("up", (Node("n", "V100", 2, 8, 60),), (Job("a", 1, prof, (1, 10)), Job("b", 1, prof, (1, 10))))
     f = featurise(inst)
-    st_ = _State(f)
+    st_ = PlacementState(f)
     p10 = _point(f, 10)
     st_.place(0, {0: 1}, p10, 1, 10)
     st_.place(1, {0: 1}, p10, 1, 10)
     upgrade_points(inst, f, st_)
     assert sorted(int(f.point_m[j, st_.point[j]]) for j in (0, 1)) == [10, 40]  # 50 GB: only one fits at 40
-    assert check_schedule(inst, _schedule(inst, f, st_)).feasible
+    assert check_schedule(inst, state_schedule(inst, f, st_)).feasible
 
 
 def test_running_jobs_stay_where_they_are() -> None:
@@ -155,7 +152,7 @@ def test_running_jobs_stay_where_they_are() -> None:
     table = option_table(inst, f)
     lam, _ = resource_prices(table)
     st_ = price_repack(inst, f, table, lam)
-    sched = _schedule(inst, f, st_)
+    sched = state_schedule(inst, f, st_)
     running = [j for j in inst.jobs if j.placement is not None and j.id in sched.jobs]
     assert running
     assert all(dict(sched.jobs[j.id].nodes) == dict(j.placement) for j in running)
@@ -200,11 +197,11 @@ def test_relocate_moves_a_job_to_a_faster_type_and_polish_never_lowers() -> None
     inst = Instance("mv", (Node("slow", "K80", 1, 8, 50), Node("fast", "V100", 1, 8, 50)),
                     (Job("a", 1, prof, (1, 10), gpu_speed={"K80": 0.5, "V100": 1.0}),))
     f = featurise(inst)
-    st_ = _State(f)
+    st_ = PlacementState(f)
     p10 = _point(f, 10)
     st_.place(0, {0: 1}, p10, 1, 10)
     assert relocate(inst, f, st_) == 1
-    sched = _schedule(inst, f, st_)
+    sched = state_schedule(inst, f, st_)
     assert dict(sched.jobs["a"].nodes) == {"fast": 1} and sched.jobs["a"].mem_per_gpu_gb == 40
     assert check_schedule(inst, sched).feasible
 
@@ -218,14 +215,14 @@ def test_polish_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None:
     v0 = state_value(inst, f, base)
     polish(inst, f, base)
     assert state_value(inst, f, base) >= v0 - 1e-9
-    report = check_schedule(inst, _schedule(inst, f, base))
+    report = check_schedule(inst, state_schedule(inst, f, base))
     assert report.feasible, list(report)
 
 
 def _optimal_schedule(inst: Instance, f, state, best: float):
     """The schedule of ``state``, checked: feasible under the checker, worth ``best`` (the brute-force
     optimum) and what state_value says."""
-    sched = _schedule(inst, f, state)
+    sched = state_schedule(inst, f, state)
     report = check_schedule(inst, sched)
     assert report.feasible, list(report)
     assert report.objective == pytest.approx(best) == pytest.approx(state_value(inst, f, state))
@@ -238,7 +235,7 @@ def _checked_step(step, inst: Instance, f, base) -> int:
     Returns what the step returned."""
     v0 = state_value(inst, f, base)
     out = step(inst, f, base)
-    report = check_schedule(inst, _schedule(inst, f, base))
+    report = check_schedule(inst, state_schedule(inst, f, base))
     assert report.feasible, list(report)
     assert report.objective == pytest.approx(state_value(inst, f, base))
     assert report.objective >= v0 - 1e-9
@@ -279,13 +276,13 @@ def test_repoint_nodes_finds_a_mix_that_needs_a_downgrade() -> None:
     pa, pb = _two_profiles()
     inst = Instance("rp", (Node("n", "V100", 2, 8, 50),), (Job("a", 1, pa, (1, 10)), Job("b", 1, pb, (1, 10))))
     f = featurise(inst)
-    st_ = _State(f)
+    st_ = PlacementState(f)
     st_.place(0, {0: 1}, _point(f, 40), 1, 40)
     st_.place(1, {0: 1}, _point(f, 10), 1, 10)
     upgrade_points(inst, f, st_)
     assert state_value(inst, f, st_) == pytest.approx(2.5)
     assert repoint_nodes(inst, f, st_) == pytest.approx(1.5)
-    sched = _schedule(inst, f, st_)
+    sched = state_schedule(inst, f, st_)
     report = check_schedule(inst, sched)
     assert report.feasible and report.objective == pytest.approx(4.0)
     assert (sched.jobs["a"].mem_per_gpu_gb, sched.jobs["b"].mem_per_gpu_gb) == (10, 40)
@@ -309,7 +306,7 @@ def test_a_running_job_leaves_its_node_when_that_pays_and_pays_its_restart() -> 
     table = option_table(inst, f)
     lam, _ = resource_prices(table)
     st_ = price_repack(inst, f, table, lam)
-    sched = _schedule(inst, f, st_)
+    sched = state_schedule(inst, f, st_)
     report = check_schedule(inst, sched)
     assert report.feasible, list(report)
     assert report.objective == pytest.approx(best)
@@ -326,7 +323,7 @@ def test_evict_solves_the_all_staying_mix_only_where_someone_would_leave(monkeyp
     finds it), and the repack still reaches the optimum."""
     import sys
 
-    import optsched.learned.repair as repair
+    import optsched.learned.moves as moves
 
     pa, pb = _two_profiles()
     nodes = (Node("A", "V100", 2, 8, 80), Node("B", "V100", 1, 8, 10), Node("C", "V100", 0, 8, 100))
@@ -338,14 +335,16 @@ def test_evict_solves_the_all_staying_mix_only_where_someone_would_leave(monkeyp
     table = option_table(inst, f)
     lam, _ = resource_prices(table)
     sizes: list[list[int]] = []
-    real = repair.node_knapsack
+    import optsched.learned.repack as repack
+
+    real = moves.node_knapsack
 
     def counted(values, *args, **kwargs):
         if sys._getframe(1).f_code.co_name == "_evict_crowded":
             sizes.append([v.size for v in values])
         return real(values, *args, **kwargs)
 
-    monkeypatch.setattr(repair, "node_knapsack", counted)
+    monkeypatch.setattr(repack, "node_knapsack", counted)
     st_ = price_repack(inst, f, table, lam)
     assert sizes and all(s == [3, 3] for s in sizes), sizes  # two grid points + leave, never the bare two
     assert state_value(inst, f, st_) == pytest.approx(best)
@@ -366,7 +365,7 @@ def test_squeeze_gangs_splits_a_gang_over_nodes_it_shares(spread_from, optimum) 
     best, _ = brute_force(inst)
     assert best == pytest.approx(optimum)
     f = featurise(inst)
-    st_ = _State(f)
+    st_ = PlacementState(f)
     p40 = _point(f, 40)
     st_.place(0, {0: 1}, p40, 1, 40)
     st_.place(1, {1: 1}, p40, 1, 40)
@@ -402,9 +401,11 @@ def test_improve_final_pass_on_large_rounds_is_feasible(net, monkeypatch) -> Non
     """improve()'s final pass for rounds above RELOCATE_CELLS (per-node mixes, squeeze_gangs,
     relocate, the touched nodes' mixes again), forced on small generator rounds: feasible, never
     below the decoded state, and the value it reports is the state's."""
+    import optsched.learned.moves as moves
     import optsched.learned.repair as repair
 
     monkeypatch.setattr(repair, "RELOCATE_CELLS", 0)
+    monkeypatch.setattr(moves, "RELOCATE_CELLS", 0)
     for seed in range(8):
         inst = _round(seed, 6, 24, 2, False)
         f, base = _base(net, inst)
@@ -413,7 +414,7 @@ def test_improve_final_pass_on_large_rounds_is_feasible(net, monkeypatch) -> Non
         won, v = improve(inst, f, base, stats=stats)
         assert v >= base_v - 1e-9
         assert v == pytest.approx(state_value(inst, f, won))
-        report = check_schedule(inst, _schedule(inst, f, won))
+        report = check_schedule(inst, state_schedule(inst, f, won))
         assert report.feasible, list(report)
         assert report.objective == pytest.approx(v)
 
@@ -421,9 +422,11 @@ def test_improve_final_pass_on_large_rounds_is_feasible(net, monkeypatch) -> Non
 def test_improve_reports_the_final_pass_on_the_policys_own_schedule(net, monkeypatch) -> None:
     """Without repacks the state kept is the decoded one, changed in place by the final pass: the
     polished objective in the stats is its final worth (the solver labels the result by it)."""
+    import optsched.learned.moves as moves
     import optsched.learned.repair as repair
 
     monkeypatch.setattr(repair, "RELOCATE_CELLS", 0)
+    monkeypatch.setattr(moves, "RELOCATE_CELLS", 0)
     gained = 0
     for seed in range(8):
         inst = _round(seed, 6, 24, 2, False)
@@ -449,7 +452,7 @@ def test_move_to_faster_makes_room_on_a_faster_node() -> None:
     best, _ = brute_force(inst)
     assert best == pytest.approx(3.0)
     f = featurise(inst)
-    st_ = _State(f)
+    st_ = PlacementState(f)
     st_.place(0, {1: 1}, _point(f, 40), 1, 40)
     st_.place(1, {0: 1}, _point(f, 10), 1, 10)
     assert state_value(inst, f, st_) == pytest.approx(2.5)
@@ -482,6 +485,7 @@ def test_improve_final_pass_starts_no_step_past_its_deadline(net, monkeypatch) -
     1,024 x 4,000, past a deadline that keeps only a 5 % margin to the time limit)."""
     import time
 
+    import optsched.learned.moves as moves
     import optsched.learned.repair as repair
 
     def refuse(*args, **kwargs):
@@ -489,7 +493,9 @@ def test_improve_final_pass_starts_no_step_past_its_deadline(net, monkeypatch) -
 
     for name in ("repoint_nodes", "squeeze_gangs", "relocate", "move_to_faster"):
         monkeypatch.setattr(repair, name, refuse)
+        monkeypatch.setattr(moves, name, refuse)
     monkeypatch.setattr(repair, "RELOCATE_CELLS", 0)
+    monkeypatch.setattr(moves, "RELOCATE_CELLS", 0)
     inst = _round(4, 6, 24, 2, False)
     f, base = _base(net, inst)
     base_v = state_value(inst, f, base)

@@ -237,7 +237,7 @@ def test_warm_start_starts_the_bound_worker_before_the_policy(monkeypatch) -> No
         events.append("cpsat with its worker" if not isinstance(kwargs.get("bound_worker", True), bool) else "cpsat")
         return solve(self, instance, **kwargs)
 
-    monkeypatch.setattr(cpsat_mod, "start_bound_worker", start)
+    monkeypatch.setattr(auto_mod, "start_bound_worker", start)
     monkeypatch.setattr(auto_mod, "_policy", decode)
     monkeypatch.setattr(cpsat_mod.CpSatSolver, "solve", cpsat_solve)
     inst = generate(16, 80, seed=1, **SIZE_CLASSES["medium"].options)  # 1,280 cells: cpsat has an lns stage

@@ -14,6 +14,7 @@ from strategies import draw_two_tenants, elastic_rounds, tiny_instance_dicts
 
 from optsched import check_schedule
 from optsched import policy_repair as pr
+from optsched import quota_reclaim as qr
 from optsched import round_policies as rp
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
@@ -31,7 +32,7 @@ def _previous_repair(instance: Instance, schedule: Schedule) -> Schedule:
                        key=lambda j: (rp.urgent(instance, instance.job(j)), assignment_value(instance, instance.job(j), jobs[j]), j))
         for jid in moved[: max(0, len(moved) - instance.round.max_moves)]:
             del jobs[jid]
-    cl = pr._cluster(instance, jobs)
+    cl = qr.cluster_of(instance, jobs)
     if instance.round.tenants is not None:
         pr._add_quota_jobs(instance, jobs, cl)
         used = rp.tenant_gpus(instance, jobs)
@@ -49,7 +50,7 @@ def _previous_repair(instance: Instance, schedule: Schedule) -> Schedule:
     for jid in rp.urgent_jobs(instance):
         if jid in jobs:
             continue
-        a = pr._fit(instance, cl, instance.job(jid))
+        a = qr.fit_at_demand(instance, cl, instance.job(jid))
         if a is None:
             continue
         jobs[jid] = a
@@ -108,7 +109,7 @@ def _check(inst, given_schedule):
     jobs = {j: a for j, a in given_schedule.jobs.items() if not is_move(inst.job(j), a.nodes)} \
         if inst.round.max_moves is not None else dict(given_schedule.jobs)
     for lean in (True, False):
-        mine = pr._Reclaim(inst, dict(jobs), lean).run()
+        mine = qr.Reclaim(inst, dict(jobs), lean).run()
         s = Schedule(inst.name, mine)
         assert not check_schedule(inst, s) and rp.policy_feasible(inst, s), lean
 
@@ -213,7 +214,7 @@ def test_the_targeted_reclaim_places_the_owners_jobs_that_fit_once_nobody_borrow
     jobs = [_job(0, 8), _job(1, 4, "a", w=2.0), _job(2, 4, "a")]
     inst = _round(jobs, n_nodes=1, tenants={"a": {"quota_gpus": 8}})
     given_schedule = Schedule(inst.name, {"j0": Assignment({"n0": 8}, 1, 8)})
-    out = pr._Reclaim(inst, dict(given_schedule.jobs), True).run()
+    out = qr.Reclaim(inst, dict(given_schedule.jobs), True).run()
     assert set(out) == {"j1", "j2"}
     assert set(pr.repair(inst, given_schedule).jobs) == {"j1", "j2"}
 
@@ -224,15 +225,15 @@ def test_the_eviction_candidates_are_the_least_bounds_of_all_nodes_ties_by_index
     selection) equals sorting every node by (lower bound, index) and keeping EVICT_NODES."""
     jobs = [_job(i, 1, w=1.0 + (i % 3 == 0) / 2) for i in range(320)] + [_job(1000 + i, 1, "a") for i in range(30)]
     inst = _round(jobs, n_nodes=40, tenants={"a": {"quota_gpus": 160}})
-    r = pr._Reclaim(inst, {f"j{i}": Assignment({f"n{i // 8}": 1}, 1, 8) for i in range(320)}, True)
+    r = qr.Reclaim(inst, {f"j{i}": Assignment({f"n{i // 8}": 1}, 1, 8) for i in range(320)}, True)
     _pts, least = r.points(inst.job("j1000"))
-    assert pr.EVICT_NODES < 40
+    assert qr.EVICT_NODES < 40
     for i in range(30):
         ref = []
         for n in r.cl.by_type["V100"].tolist():
             low = r._cheapest(n)
             if low is not None and low[2] >= 1 and any(low[3] >= c and low[4] >= m for c, m in least):
-                ref.append((max(low[0], low[1] * (1 - int(r.cl.gpu[n]))), n))
+                ref.append((max(low[0], low[1] * (1 - int(r.cl.free_g[n]))), n))
         got = r._candidates("V100", 1, least)
-        assert got == sorted(ref)[: pr.EVICT_NODES] and len({lb for lb, _ in got}) < len(got)  # ties among them
+        assert got == sorted(ref)[: qr.EVICT_NODES] and len({lb for lb, _ in got}) < len(got)  # ties among them
         assert r.evict_place(inst.job(f"j{1000 + i}"), r.st.rest("a"))

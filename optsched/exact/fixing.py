@@ -16,7 +16,7 @@ least its worth less ``pi_j``, config-bound.md). So with a schedule of worth ``z
 * on a node of a plain group (no running job with a restart cost), no piece ``P`` of job ``j``
   with ``mu_q - rv_P - T_q^{-j}(capacity - P) > delta``, where ``T_q^{-j}(r)`` bounds the reduced
   value of any configuration of the other jobs within capacity ``r`` (the pricing table of
-  :func:`optsched.mip.colgen.price_class` without job ``j``'s pieces; it rounds sizes down and so
+  :func:`optsched.mip.pricing.price_class` without job ``j``'s pieces; it rounds sizes down and so
   bounds every state).
 
 Dropping pieces lowers ``mu_q`` of the remaining configurations, hence ``L`` and ``delta``: the
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optsched.exact.prep import JobData
-from optsched.mip import colgen
+from optsched.mip import colgen, pricing
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
@@ -89,21 +89,21 @@ def config_fixing(instance: Instance, data: list[JobData], incumbent: float, *, 
         return None
     duals = cb.duals
     pi = np.maximum(duals[0], 0.0)
-    groups = colgen.node_groups(instance, data)
+    groups = pricing.node_groups(instance, data)
     classes = sorted({g.cls for g in groups})
-    sets = {cls: colgen.PieceSet([pc for pcs in colgen.class_pieces(instance, data, cls).values() for pc in pcs],
-                                 *colgen.units_of(cls)) for cls in classes}
+    sets = {cls: pricing.PieceSet([pc for pcs in pricing.class_pieces(instance, data, cls).values() for pc in pcs],
+                                 *pricing.units_of(cls)) for cls in classes}
     rvs = {cls: sets[cls].reduced(duals) for cls in classes}
     # home groups keep every piece: their best configuration is priced once, with all pieces
     home_total = 0.0
-    full: dict[tuple[str, int, int, int], colgen.ClassTable] = {}
+    full: dict[tuple[str, int, int, int], pricing.ClassTable] = {}
     for grp in groups:
         if grp.home is None:
             continue
         if grp.cls not in full:
-            full[grp.cls] = colgen.price_class(grp.cls, sets[grp.cls], rvs[grp.cls], np.float64)
-        st = colgen.PieceSet(grp.stays, *colgen.units_of(grp.cls)) if grp.stays else None
-        v, _ = colgen.group_best(full[grp.cls], st, st.reduced(duals) if st is not None else None)
+            full[grp.cls] = pricing.price_class(grp.cls, sets[grp.cls], rvs[grp.cls], np.float64)
+        st = pricing.PieceSet(grp.stays, *pricing.units_of(grp.cls)) if grp.stays else None
+        v, _ = pricing.group_best(full[grp.cls], st, st.reduced(duals) if st is not None else None)
         home_total += max(0.0, v)
     plain = {cls: sum(len(g.nodes) for g in groups if g.cls == cls and g.home is None) for cls in classes}
     keep = {cls: np.ones(len(sets[cls]), dtype=bool) for cls in classes}
@@ -117,10 +117,10 @@ def config_fixing(instance: Instance, data: list[JobData], incumbent: float, *, 
             if not plain[cls]:
                 continue
             rv = np.where(keep[cls], rvs[cls], -1.0)  # dropped pieces never enter the table
-            tables[cls] = table = colgen.price_class(cls, sets[cls], rv, np.float64)
+            tables[cls] = table = pricing.price_class(cls, sets[cls], rv, np.float64)
             G, C, M = table.top()
             total += plain[cls] * max(0.0, float(table.best[G, C, M]))
-        bound = total * (1 + colgen.SLACK) + colgen.SLACK
+        bound = total * (1 + pricing.SLACK) + pricing.SLACK
         delta = bound - incumbent + TOLERANCE * max(1.0, abs(bound))
         changed = False
         for cls, table in tables.items():
@@ -132,7 +132,7 @@ def config_fixing(instance: Instance, data: list[JobData], incumbent: float, *, 
             rest = np.empty(len(ps))
             for j in np.unique(ps.job[keep[cls]]):
                 own = ps.job == j
-                other = colgen.price_class(cls, ps, np.where(keep[cls] & ~own, rvs[cls], -1.0), np.float64)
+                other = pricing.price_class(cls, ps, np.where(keep[cls] & ~own, rvs[cls], -1.0), np.float64)
                 rest[own] = other.best[G - ps.gpus[own], C - ps.uc[own], M - ps.um[own]]
             slack = np.where(keep[cls], mu - rvs[cls] - rest, np.inf)
             new = keep[cls] & (slack <= delta)

@@ -18,6 +18,7 @@ GPU: the exact greedy's drf-then-worth, so lns starts from its placement without
 from __future__ import annotations
 
 from optsched.exact.prep import JobData, best_point_within, job_data
+from optsched.heuristics.drf import progressive_fill
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 
@@ -126,8 +127,6 @@ def greedy_schedule(instance: Instance, data: list[JobData] | None = None, runni
         return False
 
     if drf_target is not None and instance.round.fairness in ("drf", "hug"):
-        from optsched.heuristics.drf import progressive_fill  # the heuristics' DRF fill (no import cycle at load)
-
         by_id = {d.job.id: d for d in order}
 
         def got(j: int) -> tuple[int, int, int]:  # GPUs, cores and GB at its point (what HUG counts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -87,3 +88,12 @@ class CpsatOptions(MethodOptions):
     usage_floor: tuple[tuple[Any, int, int], ...] | None = option(
         None, "[(job ids, resource 0/1/2, amount)]: those jobs hold at least amount of GPUs/cores/GB (used by lns under HUG)",
         Check("list", _usage_floor).or_none(), remote=False)
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` validated (:class:`CpsatOptions`), as a dict with every default and
+    ``num_workers`` resolved."""
+    opts = CpsatOptions.from_mapping(options).to_dict()
+    if opts["num_workers"] is None:
+        opts["num_workers"] = min(8, os.cpu_count() or 1)
+    return opts

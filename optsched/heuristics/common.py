@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from optsched.capacity import FreeCapacity
 from optsched.model import Instance, Job
+from optsched.round_policies import urgent
 
 __all__ = ["Cluster", "job_order", "place", "types_by_speed"]
 
@@ -21,8 +23,6 @@ def job_order(instance: Instance) -> list[Job]:
     jobs (``preemptible=False``), then urgent deadline jobs (contract v2,
     :func:`optsched.round_policies.urgent`) come before all others."""
     if any(j.deadline_s is not None for j in instance.jobs):
-        from optsched.round_policies import urgent
-
         return sorted(instance.jobs, key=lambda j: (not j.pinned, not urgent(instance, j), -j.weight, not j.running, j.id))
     return sorted(instance.jobs, key=lambda j: (not j.pinned, -j.weight, not j.running, j.id))
 
@@ -33,15 +33,14 @@ def types_by_speed(instance: Instance, job: Job) -> list[str]:
     return [t for _, t in sorted(out, key=lambda p: (-p[0], p[1]))]
 
 
-class Cluster:
-    """Free capacity per node, updated as jobs are placed."""
+class Cluster(FreeCapacity):
+    """Free capacity per node (:class:`optsched.capacity.FreeCapacity`) with placements keyed by
+    node id, and the greedy's best fit."""
 
     def __init__(self, instance: Instance) -> None:
+        super().__init__([n.gpus for n in instance.nodes], [n.cpus for n in instance.nodes], [n.mem_gb for n in instance.nodes])
         self.instance = instance
         self.ids = [n.id for n in instance.nodes]
-        self.gpu = np.array([n.gpus for n in instance.nodes], dtype=np.int64)
-        self.cpu = np.array([n.cpus for n in instance.nodes], dtype=np.int64)
-        self.mem = np.array([n.mem_gb for n in instance.nodes], dtype=np.int64)
         types = [n.gpu_type for n in instance.nodes]
         self.by_type = {t: np.array([i for i, x in enumerate(types) if x == t], dtype=np.int64) for t in set(types)}
         self.types = sorted(self.by_type)
@@ -58,20 +57,12 @@ class Cluster:
         return out
 
     def fits_at(self, nodes: Mapping[str, int], c: int, m: int) -> bool:
-        """Whether the node -> GPUs map fits in the free capacity at grid point (c, m)."""
-        for nid, k in nodes.items():
-            i = self.instance.node_idx(nid)
-            if self.gpu[i] < k or self.cpu[i] < c * k or self.mem[i] < m * k:
-                return False
-        return True
+        """Whether the node id -> GPUs map fits in the free capacity at grid point (c, m)."""
+        return self.fits({self.instance.node_idx(nid): k for nid, k in nodes.items()}, c, m)
 
     def take(self, nodes: Mapping[str, int], c: int, m: int, sign: int = 1) -> None:
-        """Reserve (sign=1) or release (sign=-1) the capacity of a placement at (c, m)."""
-        for nid, k in nodes.items():
-            i = self.instance.node_idx(nid)
-            self.gpu[i] -= sign * k
-            self.cpu[i] -= sign * c * k
-            self.mem[i] -= sign * m * k
+        """Reserve (sign=1) or release (sign=-1) the capacity of a placement (node id -> GPUs) at (c, m)."""
+        self.reserve({self.instance.node_idx(nid): k for nid, k in nodes.items()}, c, m, sign)
 
     def best_fit(self, gpu_type: str, g: int, c: int, m: int) -> dict[str, int] | None:
         """Place a gang of ``g`` GPUs at (c, m) on nodes of ``gpu_type``.
@@ -83,7 +74,7 @@ class Cluster:
         idx = self.by_type.get(gpu_type)
         if idx is None or idx.size == 0:
             return None
-        fg, fc, fm = self.gpu[idx], self.cpu[idx], self.mem[idx]
+        fg, fc, fm = self.free_g[idx], self.free_c[idx], self.free_m[idx]
         cap = fg.copy()
         if c > 0:
             cap = np.minimum(cap, fc // c)

@@ -26,6 +26,7 @@ from collections.abc import Collection
 
 from optsched.heuristics.common import Cluster, place
 from optsched.model import Instance, Job
+from optsched.round_policies import urgent
 from optsched.values import job_value
 
 __all__ = ["admission_sizes", "grow", "knapsack_place"]
@@ -108,7 +109,7 @@ def grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int]
         if instance.job(jid).elastic is not None and jid not in frozen:
             tried[jid] = set()
             push(jid)
-    while heap and int(cl.gpu.sum()) > 0:
+    while heap and int(cl.free_g.sum()) > 0:
         _, jid, k = heapq.heappop(heap)
         tried[jid].add(k)
         _try_grow(instance, cl, chosen, jid, (k,))
@@ -126,8 +127,6 @@ def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict
     size, :func:`admission_sizes`) and growing an elastic one to a larger size (:func:`_try_grow`)
     compete in one queue -- the greedy of a knapsack with concave items. Urgent deadline jobs are
     admitted first. A job's estimate uses its fastest allowed type and its point."""
-    from optsched.round_policies import urgent
-
     heap: list[tuple[int, float, int, str, int]] = []
     tried: dict[str, set[int]] = {}
     seq = 0

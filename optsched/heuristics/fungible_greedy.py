@@ -174,7 +174,7 @@ def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[
             by_node.setdefault(n, []).append(j)
     if pts_of is None:
         pts_of = {j: _eligible(instance, instance.job(j)) for j in chosen}
-    cpu, mem = cl.cpu.tolist(), cl.mem.tolist()  # plain ints: the scan below is scalar work
+    cpu, mem = cl.free_c.tolist(), cl.free_m.tolist()  # plain ints: the scan below is scalar work
     info = {}
     for j, (nodes, _, _) in chosen.items():
         job = instance.job(j)
@@ -208,8 +208,8 @@ def _redistribute(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[
                 mem[i] -= (pm - m) * k
             chosen[j] = (nodes, pc, pm)
         done.update(group)
-    cl.cpu[:] = cpu
-    cl.mem[:] = mem
+    cl.free_c[:] = cpu
+    cl.free_m[:] = mem
 
 
 class FungibleGreedy:

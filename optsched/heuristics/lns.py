@@ -7,7 +7,7 @@ rest half linked by split jobs, half at random:
 :mod:`optsched.heuristics.neighbourhoods`), the jobs that sit only on them, and some waiting jobs
 that may use them (the best by value per GPU and a random sample) — and
 re-optimise it exactly with the CP-SAT model
-(:mod:`optsched.exact.cpsat`) on a *sub-instance*: those nodes with the room the fixed jobs
+(:mod:`optsched.exact.core`, what ``cpsat`` solves with) on a *sub-instance*: those nodes with the room the fixed jobs
 leave, those jobs, the incumbent's restriction as hint. An improvement replaces the incumbent.
 The neighbourhood grows by a node while sub-problems are proven optimal in under half their
 time and shrinks when they are not.
@@ -38,10 +38,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from optsched.exact.cpsat import CpSatSolver
+from optsched.exact.core import CpSatCore
 from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import JobData, job_data
 from optsched.heuristics.drf import fair_round, fair_stats, keep_level
+from optsched.heuristics.fungible_greedy import FungibleGreedy
 from optsched.heuristics.neighbourhoods import (
     linked_nodes,
     node_losses,
@@ -51,8 +52,10 @@ from optsched.heuristics.neighbourhoods import (
     targeted_nodes,
 )
 from optsched.heuristics.options import LnsOptions
+from optsched.learned.repair import price_schedule
+from optsched.mip.bound import lp_bound_within
 from optsched.mip.bound_worker import MIN_SECONDS, BoundWorker
-from optsched.mip.colgen import supported
+from optsched.mip.pricing import supported
 from optsched.model import Instance, Job, Node, Round
 from optsched.policy_repair import repair
 from optsched.result import Result, Status
@@ -95,8 +98,6 @@ def _starts(instance: Instance, hint: Schedule | None, until: float | None, data
     the search may start from the exact greedy's worth without losing fungible-greedy's level;
     with ``given`` they join the caller's schedules. On the 1,024 x 4,000 het round (8 tenants)
     greedy-dense-drf kept the level with 4,935 worth against fungible-greedy's 3,534."""
-    from optsched.heuristics.fungible_greedy import FungibleGreedy
-
     out = []
     if hint is not None:
         out.append(("hint", hint))
@@ -126,8 +127,6 @@ def _starts(instance: Instance, hint: Schedule | None, until: float | None, data
         # the price-guided repack (optsched.learned.repair, no torch): on the medium bench rounds
         # 1.1-1.8 % from the bound, where the greedy starts are 15-20 % away, in 0.02-0.07 s; it
         # starts no repack past ``until``
-        from optsched.learned.repair import price_schedule
-
         priced = price_schedule(instance, deadline=until)
         if priced is not None:
             out.append(("price-repack", priced))
@@ -278,8 +277,6 @@ class LargeNeighbourhoodSearch:
         if opts["bound"] is True and deadline - time.perf_counter() > MIN_SECONDS and BoundWorker.applies(instance):
             worker = BoundWorker(instance, deadline - time.perf_counter() - 0.1, [s for _n, s in starts])
         elif opts["bound"]:  # a fifth of the time from now (the starts may have taken a while on huge rounds)
-            from optsched.mip.bound import lp_bound_within
-
             bound = lp_bound_within(instance, time.perf_counter() + 0.2 * time_limit, stats)
             if bound is not None:
                 rec.record(bound=max(bound, value))
@@ -294,7 +291,9 @@ class LargeNeighbourhoodSearch:
         all_nodes = [n for t in by_type for n in by_type[t]]
         size = opts["nodes"]
         status = Status.FEASIBLE
-        sub = CpSatSolver()
+        # each neighbourhood: the CP-SAT solve cpsat runs, with lns as its warm-start stage where a
+        # neighbourhood is large enough for one (optsched.exact.core)
+        sub = CpSatCore(warm_start=self.solve)
         # the prices of the bound worker's best bound so far aim the targeted steps: nodes where the
         # incumbent loses most against the bound, jobs the bound credits most (not in a
         # reproducible search: they arrive when they arrive)

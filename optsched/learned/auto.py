@@ -20,6 +20,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from optsched.exact.cpsat import CpSatSolver, start_bound_worker
+from optsched.learned.solver import LearnedSolver
 from optsched.model import Instance
 from optsched.result import Result
 from optsched.schedule import Schedule
@@ -28,11 +30,10 @@ from optsched.values import schedule_value
 
 __all__ = ["TimedLearned", "WarmCpSat"]
 
+
 def _policy(instance: Instance, deadline: float, weights: Any) -> tuple[Schedule, float]:
     """The ``maifs`` solver's schedule (its defaults: best of the greedy decode and 16 samples on
     small rounds, the greedy decode on larger ones; feasible, cut short at ``deadline``) and its value."""
-    from optsched.learned.solver import LearnedSolver
-
     left = max(0.05, deadline - time.perf_counter())
     res = LearnedSolver().solve(instance, time_limit=left, seed=0, **({} if weights is None else {"weights": weights}))
     return res.schedule, res.objective
@@ -46,8 +47,6 @@ class WarmCpSat:
 
     @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
-        from optsched.exact.cpsat import CpSatSolver, start_bound_worker
-
         start = time.perf_counter()
         weights = options.pop("weights", None)
         if options.get("bound_worker", True) is True:
@@ -78,7 +77,6 @@ class TimedLearned:
     @recorded
     def solve(self, instance: Instance, *, time_limit: float, seed: int, hint: Schedule | None = None, **options: Any) -> Result:
         start = time.perf_counter()
-        from optsched.learned.solver import LearnedSolver
 
         left = max(0.01, time_limit - (time.perf_counter() - start))
         with current().nested():

@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from optsched.capacity import FreeCapacity
 from optsched.learned.features import NEG, RoundFeatures
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
 from optsched.values import spread_multiplier
 
 if TYPE_CHECKING:  # torch only where the policy's output is read: decoding and the repair run without it
-    import torch
+    import torch  # lazy: torch is the train extra
 
     from optsched.learned.policy import PolicyOutput
 
@@ -63,27 +64,22 @@ def scores_of(out: PolicyOutput, b: int, feats: RoundFeatures) -> Scores:
 # --- decoding ---------------------------------------------------------------------------------
 
 
-class _State:
-    """Free capacity per node, and the decision so far."""
+class PlacementState(FreeCapacity):
+    """Free capacity per node (:class:`optsched.capacity.FreeCapacity`), and the decision so far."""
 
     def __init__(self, feats: RoundFeatures) -> None:
-        self.free_g = feats.node_gpus.copy()
-        self.free_c = feats.node_cpus.copy()
-        self.free_m = feats.node_mem.copy()
+        super().__init__(feats.node_gpus, feats.node_cpus, feats.node_mem)
         self.where: dict[int, dict[int, int]] = {}  # job -> node -> GPUs
         self.point: dict[int, int] = {}  # job -> point index
         self.timed_out = False
 
     def place(self, j: int, nodes: dict[int, int], p: int, c: int, m: int) -> None:
-        for n, k in nodes.items():
-            self.free_g[n] -= k
-            self.free_c[n] -= c * k
-            self.free_m[n] -= m * k
+        self.reserve(nodes, c, m)
         self.where[j] = nodes
         self.point[j] = p
 
 
-def _place_on(st: _State, feats: RoundFeatures, j: int, nodes: dict[int, int], p: int) -> None:
+def place_job_on(st: PlacementState, feats: RoundFeatures, j: int, nodes: dict[int, int], p: int) -> None:
     """Place job ``j`` on ``nodes`` ({node: GPUs}) at grid point ``p``."""
     st.place(j, nodes, p, int(feats.point_c[j, p]), int(feats.point_m[j, p]))
 
@@ -108,7 +104,7 @@ def decode(
     """A feasible schedule from the policy's scores (greedy; sampled when ``rng`` is given); see
     :func:`decode_state` for the arguments."""
     st = decode_state(instance, feats, scores, rng=rng, temperature=temperature, fixed=fixed, leftover=leftover, deadline=deadline)
-    return _schedule(instance, feats, st)
+    return state_schedule(instance, feats, st)
 
 
 def decode_state(
@@ -121,7 +117,7 @@ def decode_state(
     fixed: dict[int, tuple[dict[int, int], int]] | None = None,
     leftover: bool = True,
     deadline: float | None = None,
-) -> _State:
+) -> PlacementState:
     """The decoder's state (free capacity per node, each job's nodes and grid point) for the
     policy's scores: greedy, or sampled when ``rng`` is given.
 
@@ -134,10 +130,10 @@ def decode_state(
     leftover pass is skipped; the partial schedule is still feasible.
     """
     J, N = feats.n_jobs, feats.n_nodes
-    st = _State(feats)
+    st = PlacementState(feats)
     if fixed:
         for j, (nodes, p) in fixed.items():
-            _place_on(st, feats, j, dict(nodes), p)
+            place_job_on(st, feats, j, dict(nodes), p)
     if J == 0 or N == 0:
         return st
     admit = scores.admit + _gumbel(rng, (J,), temperature)
@@ -166,13 +162,13 @@ def decode_state(
         choice = _single_node(j, g, all_nodes[open_j], node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
         if choice is not None:
             p, n = choice
-            _place_on(st, feats, j, {int(n): g}, int(pts[p]))
+            place_job_on(st, feats, j, {int(n): g}, int(pts[p]))
             continue
         if g > 1:
-            split = _split(instance, j, g, pts, pl, feats, allowed[j], node_logit[j], st, type_ids)
+            split = split_job(instance, j, g, pts, pl, feats, allowed[j], node_logit[j], st, type_ids)
             if split is not None:
                 nodes, p = split
-                _place_on(st, feats, j, nodes, int(p))
+                place_job_on(st, feats, j, nodes, int(p))
     if leftover and not st.timed_out:
         redistribute_leftover(instance, feats, st)
     return st
@@ -186,7 +182,7 @@ def _single_node(
     pl: np.ndarray,
     pc: np.ndarray,
     pm: np.ndarray,
-    st: _State,
+    st: PlacementState,
     fit: float,
     safe_gpus: np.ndarray,
 ) -> tuple[int, int] | None:
@@ -204,7 +200,7 @@ def _single_node(
     return p, int(cand[i])
 
 
-def _split(
+def split_job(
     instance: Instance,
     j: int,
     g: int,
@@ -213,7 +209,7 @@ def _split(
     feats: RoundFeatures,
     allowed: np.ndarray,
     node_logit: np.ndarray,
-    st: _State,
+    st: PlacementState,
     type_ids: np.ndarray,
 ) -> tuple[dict[int, int], int] | None:
     """Spread a gang over nodes of one GPU type: best estimated worth over (point, type)."""
@@ -254,7 +250,7 @@ def _split(
     return None
 
 
-def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: _State, passes: int = 3) -> None:
+def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: PlacementState, passes: int = 3) -> None:
     """Give leftover cores and memory to placed jobs by marginal gain (grid-point upgrades).
 
     Each pass finds, for every placed job at once, the best better point its nodes' room allows
@@ -264,7 +260,7 @@ def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: _State, 
     if not st.where:
         return
     jobs = np.fromiter(st.where.keys(), dtype=np.int64, count=len(st.where))
-    mult = np.array([_multiplier(instance, feats, j, st.where[int(j)]) for j in jobs])
+    mult = np.array([move_multiplier(instance, feats, j, st.where[int(j)]) for j in jobs])
     for _ in range(passes):
         cap_c = np.empty(jobs.size)
         cap_m = np.empty(jobs.size)
@@ -288,10 +284,10 @@ def redistribute_leftover(instance: Instance, feats: RoundFeatures, st: _State, 
             best = _best_upgrade(feats, st, j)  # re-check: earlier upgrades used room
             if best is None:
                 continue
-            _repoint(st, feats, j, best[1])
+            repoint_job(st, feats, j, best[1])
 
 
-def _repoint(st: _State, feats: RoundFeatures, j: int, p: int) -> None:
+def repoint_job(st: PlacementState, feats: RoundFeatures, j: int, p: int) -> None:
     """Move placed job ``j`` to grid point ``p`` on the nodes it holds, updating their free cores
     and memory (the caller has checked that they have the room)."""
     dc = int(feats.point_c[j, p] - feats.point_c[j, st.point[j]])
@@ -302,7 +298,7 @@ def _repoint(st: _State, feats: RoundFeatures, j: int, p: int) -> None:
     st.point[j] = p
 
 
-def _multiplier(instance: Instance, feats: RoundFeatures, j: int, nodes: dict[int, int]) -> float:
+def move_multiplier(instance: Instance, feats: RoundFeatures, j: int, nodes: dict[int, int]) -> float:
     """What a job's worth is, per unit of ``point_value``, where it is placed."""
     job = instance.jobs[j]
     gpu_type = instance.nodes[next(iter(nodes))].gpu_type
@@ -313,7 +309,7 @@ def _multiplier(instance: Instance, feats: RoundFeatures, j: int, nodes: dict[in
     return v
 
 
-def _best_upgrade(feats: RoundFeatures, st: _State, j: int) -> tuple[float, int] | None:
+def _best_upgrade(feats: RoundFeatures, st: PlacementState, j: int) -> tuple[float, int] | None:
     p_old = st.point[j]
     val = feats.point_value[j]
     better = feats.point_ok[j] & feats.point_mask[j] & (val > val[p_old] + 1e-12)
@@ -332,7 +328,7 @@ def _best_upgrade(feats: RoundFeatures, st: _State, j: int) -> tuple[float, int]
     return float(val[cand[i]] - val[p_old]), int(cand[i])
 
 
-def _schedule(instance: Instance, feats: RoundFeatures, st: _State) -> Schedule:
+def state_schedule(instance: Instance, feats: RoundFeatures, st: PlacementState) -> Schedule:
     jobs = {}
     for j, nodes in st.where.items():
         p = st.point[j]
@@ -384,7 +380,7 @@ def log_likelihood(
 
     ``gpus`` and ``point`` come from :func:`target_arrays`. Differentiable in ``out``.
     """
-    import torch
+    import torch  # lazy: torch is the train extra
     J, N, P = feats.n_jobs, feats.n_nodes, feats.point.shape[1]
     admit = out.admit[b, :J]
     node = out.node[b, :J, :N]

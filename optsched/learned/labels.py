@@ -18,17 +18,19 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from optsched.bench.backends import Backend, get_backend
+from optsched.capacity import residual_round
 from optsched.checker import check_schedule
 from optsched.io import load_json, write_json
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
+from optsched.solve import solve_round
 
 __all__ = ["Label", "canonicalise", "label_rounds", "residual_round"]
 
@@ -106,26 +108,6 @@ def canonicalise(instance: Instance, schedule: Schedule) -> Schedule:
     return Schedule(schedule.instance, jobs)
 
 
-def residual_round(instance: Instance, placed: Schedule, name: str | None = None) -> Instance:
-    """The round left after ``placed``'s jobs took their resources: smaller nodes, fewer jobs."""
-    used_g: dict[str, int] = defaultdict(int)
-    used_c: dict[str, int] = defaultdict(int)
-    used_m: dict[str, int] = defaultdict(int)
-    for a in placed.jobs.values():
-        for nid, k in a.nodes.items():
-            used_g[nid] += k
-            used_c[nid] += k * a.cpus_per_gpu
-            used_m[nid] += k * a.mem_per_gpu_gb
-    nodes = tuple(
-        replace(n, gpus=n.gpus - used_g[n.id], cpus=n.cpus - used_c[n.id], mem_gb=n.mem_gb - used_m[n.id]) for n in instance.nodes
-    )
-    jobs = tuple(j for j in instance.jobs if j.id not in placed.jobs)
-    if name is None:
-        digest = hashlib.sha256(json.dumps(placed.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        name = f"{instance.name}~{digest}"
-    return instance.subround(name, nodes, jobs)
-
-
 def _key(instance: Instance, solver: str, time_limit: float, seed: int, options: Mapping[str, Any]) -> str:
     blob = json.dumps({"i": instance.to_dict(), "s": solver, "t": time_limit, "seed": seed, "o": dict(options)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -134,8 +116,6 @@ def _key(instance: Instance, solver: str, time_limit: float, seed: int, options:
 def _solve_one(args: tuple[dict[str, Any], str, float, int, dict[str, Any], str]) -> tuple[str, dict[str, Any]]:
     """Solve one round (in a worker); returns the cache path and the label record to write there."""
     inst_d, solver, time_limit, seed, options, path = args
-    from optsched.solve import solve_round  # in the worker process
-
     inst = Instance.from_dict(inst_d)
     res = solve_round(inst, solver=solver, time_limit=time_limit, seed=seed, **options)
     sched = canonicalise(inst, res.schedule)

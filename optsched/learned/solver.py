@@ -18,14 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from optsched.capacity import FreeCapacity
 from optsched.errors import InputError
-from optsched.learned.decode import _schedule, decode, decode_state
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+from optsched.learned.decode import decode, decode_state, state_schedule
 from optsched.learned.features import featurise
 from optsched.learned.inference import DEFAULT_WEIGHTS, INFERENCE_THREADS, NumpyPolicy, load_npz
 from optsched.learned.options import MaifsOptions
 from optsched.learned.repair import improve, state_value
 from optsched.model import Instance
 from optsched.result import Result, Status
+from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.trajectory import current, recorded
 from optsched.values import schedule_value
@@ -48,7 +51,7 @@ def _load(path: str, mtime: float) -> NumpyPolicy:
     if not path.endswith(".pt"):
         return load_npz(path)
     # a torch checkpoint of `optsched train` (ckpt-last.pt, best.pt): converted once, needs torch
-    from optsched.learned.policy import PolicyNet, torch
+    from optsched.learned.policy import PolicyNet, torch  # lazy: torch is the train extra
 
     try:
         return PolicyNet.from_checkpoint(torch.load(path, map_location="cpu", weights_only=True)).to_numpy()
@@ -81,7 +84,7 @@ def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tup
     """The decoder's ``fixed`` map (job index -> ({node index: GPUs}, point index)) of a hint's
     assignments whose grid point is an allowed point of the job (others are left to the decoder)."""
     out = {}
-    free = np.stack([feats.node_gpus, feats.node_cpus, feats.node_mem]).astype(np.int64)
+    free = FreeCapacity(feats.node_gpus, feats.node_cpus, feats.node_mem)
     for jid, a in hint.jobs.items():
         try:
             j = instance.job_idx(jid)
@@ -91,10 +94,8 @@ def _fixed_from(instance: Instance, feats: Any, hint: Schedule) -> dict[int, tup
         hits = np.flatnonzero(feats.point_ok[j] & feats.point_mask[j] & (feats.point_c[j] == a.cpus_per_gpu) & (feats.point_m[j] == a.mem_per_gpu_gb))
         if not hits.size or sum(nodes.values()) != feats.gpus[j] or any(feats.speed[j, n] <= 0 for n in nodes):
             continue
-        use = {n: np.array([k, k * a.cpus_per_gpu, k * a.mem_per_gpu_gb]) for n, k in nodes.items()}
-        if all((free[:, n] >= u).all() for n, u in use.items()):  # a hint that does not fit is not trusted
-            for n, u in use.items():
-                free[:, n] -= u
+        if free.fits(nodes, a.cpus_per_gpu, a.mem_per_gpu_gb):  # a hint that does not fit is not trusted
+            free.reserve(nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
             out[j] = (nodes, int(hits[0]))
     return out
 
@@ -122,8 +123,6 @@ class LearnedSolver:
         samples = opts.samples if opts.samples is not None else DEFAULT_SAMPLES if n_nodes * n_jobs <= SAMPLE_CELLS else 0
         temperature, threads, repair = opts.temperature, opts.threads, opts.repair
         if repair is None:
-            from optsched.round_policies import policy_families
-
             repair = n_nodes * n_jobs > REPAIR_CELLS and not policy_families(instance)
         rec = current()  # the trajectory (optsched.trajectory): the policy's schedule, the repaired one, better samples
         net = load_policy(opts.weights)
@@ -144,9 +143,8 @@ class LearnedSolver:
                 st = st_h
                 stats["hint_completed"] = True
         if cut:  # the decode stopped placing jobs at the deadline: place the rest greedily around them
-            from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 
-            best = fungible_greedy_schedule(instance, fixed=_schedule(instance, feats, st))
+            best = fungible_greedy_schedule(instance, fixed=state_schedule(instance, feats, st))
             best_val = greedy_val = schedule_value(instance, best)
             rec.record(best_val)
         else:
@@ -154,11 +152,11 @@ class LearnedSolver:
             if repair:  # only the winner becomes a Schedule (objectives come from the states)
                 won, best_val = improve(instance, feats, st, deadline=deadline, first_estimate=t_dec - t1, stats=stats)
                 greedy_val = stats["repair_base_objective"]
-                best = _schedule(instance, feats, won if won is not None else st)
+                best = state_schedule(instance, feats, won if won is not None else st)
                 rec.record(greedy_val, at=t_dec)  # the policy's schedule, decoded at t_dec
                 rec.record(best_val)
             else:
-                best = _schedule(instance, feats, st)
+                best = state_schedule(instance, feats, st)
                 best_val = greedy_val = schedule_value(instance, best)
                 rec.record(best_val)
         t2 = time.perf_counter()

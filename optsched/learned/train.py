@@ -32,6 +32,8 @@ import numpy as np
 from tqdm import tqdm
 
 from optsched.errors import InputError
+from optsched.extras import pyplot
+from optsched.gen import generate
 from optsched.learned.decode import decode, log_likelihood, scores_of, target_arrays
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.labels import Label, label_rounds, residual_round
@@ -186,8 +188,6 @@ def training_round(nodes: int, jobs: int, *, seed: int) -> Instance:
     """A varied random round for distillation, deterministic by ``seed``: :func:`optsched.gen.generate`
     with the GPU types, node shape, tightness, running share, type restrictions, fairness and
     profile grid drawn from ``seed`` (so the policy sees the variety it will be used on)."""
-    from optsched.gen import generate
-
     rng = np.random.default_rng(seed)
     shape = [(8, 48, 500), (4, 24, 250), (8, 64, 500)][int(rng.integers(3))]
     return generate(
@@ -241,8 +241,6 @@ def _dagger_states(net: PolicyNet, rounds: Sequence[Instance], rng: np.random.Ge
 
 def plot_curves(log: Sequence[dict[str, Any]], path: str | Path, ax: Any = None) -> None:
     """Training loss and median validation gap per epoch (one PNG)."""
-    from optsched.extras import pyplot
-
     plt = pyplot("the training curves")
 
     own = ax is None

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from optsched.capacity import residual_round
 from optsched.errors import InputError
+from optsched.exact.cpsat import CpSatSolver
 from optsched.learned.decode import decode
 from optsched.learned.features import featurise
 from optsched.learned.inference import NumpyPolicy
-from optsched.learned.labels import residual_round
 from optsched.learned.solver import load_policy
 from optsched.model import Instance
 from optsched.result import Result, Status
@@ -63,8 +64,6 @@ def warm_solve(
     instance: Instance, *, time_limit: float, seed: int = 0, weights: str | Path | None = None, **cpsat_options: Any
 ) -> Result:
     """CP-SAT warm-started with the policy's schedule (a complete hint); keeps CP-SAT's bound."""
-    from optsched.exact.cpsat import CpSatSolver
-
     start = time.perf_counter()
     hint = policy_hint(instance, weights=weights)
     t_hint = time.perf_counter() - start
@@ -84,8 +83,6 @@ def dive_solve(
 ) -> Result:
     """Neural diving: fix the ``share`` most confident jobs of the policy schedule, solve the rest
     exactly (hinted with the policy's own completion), return the joined schedule (no bound)."""
-    from optsched.exact.cpsat import CpSatSolver
-
     start = time.perf_counter()
     net = load_policy(weights)
     hint = policy_hint(instance, net)

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from optsched.extras import require_extra
+from optsched.mip.files import to_lp, to_mps
 from optsched.mip.linear import LinearModel
 
 __all__ = ["export_text", "solve_lp_cvxpy", "solve_lp_sparse", "to_mpsolver", "to_pulp"]
@@ -26,7 +28,7 @@ MPSOLVER_IDS = {"scip": "SCIP", "cbc": "CBC", "glop": "GLOP", "pdlp": "PDLP", "c
 
 def to_mpsolver(model: LinearModel, backend: str) -> tuple[Any, list[Any]]:
     """A ready-to-solve ``pywraplp.Solver`` for ``backend`` (``scip``, ``cbc``, ``glop``, ...) and its variables."""
-    from ortools.linear_solver import pywraplp
+    from ortools.linear_solver import pywraplp  # lazy: MPSolver loads only when a MIP is solved
 
     solver = pywraplp.Solver.CreateSolver(MPSOLVER_IDS.get(backend, backend))
     if solver is None:
@@ -54,7 +56,7 @@ def to_mpsolver(model: LinearModel, backend: str) -> tuple[Any, list[Any]]:
 
 def to_pulp(model: LinearModel) -> tuple[Any, list[Any]]:
     """A ``pulp.LpProblem`` (maximise) and its variables, column for column."""
-    import pulp
+    import pulp  # lazy: PuLP loads only for the pulp method
 
     prob = pulp.LpProblem(model.name, pulp.LpMaximize)
     xs = [
@@ -80,8 +82,6 @@ def export_text(model: LinearModel, fmt: str) -> str:
     Written by :mod:`optsched.mip.files` at full double precision: MPSolver's own exporter
     (``ExportModelAsMpsFormat``) rounds coefficients to six significant digits.
     """
-    from optsched.mip.files import to_lp, to_mps
-
     if fmt == "mps":
         return to_mps(model)
     if fmt == "lp":
@@ -95,7 +95,7 @@ def solve_lp_sparse(model: LinearModel, backend: str = "glop", time_limit: float
     The model is handed over as a sparse matrix in one call, which is what makes LP bounds of
     rounds with millions of non-zeros take seconds instead of minutes of per-coefficient calls.
     """
-    from ortools.linear_solver.python import model_builder_helper as mbh
+    from ortools.linear_solver.python import model_builder_helper as mbh  # lazy: the MPS/LP writer loads only on export
 
     if model.num_integer:
         raise ValueError("solve_lp_sparse solves LPs only; pass model.relaxed()")
@@ -123,10 +123,7 @@ def solve_lp_sparse(model: LinearModel, backend: str = "glop", time_limit: float
 
 def solve_lp_cvxpy(model: LinearModel) -> tuple[str, float | None]:
     """Solve an LP with cvxpy (its default LP solver; the ``cvxpy`` extra); ``(status, objective)``."""
-    from optsched.extras import require_extra
-
     cp = require_extra("cvxpy", "cvxpy", "lp_bound(backend='cvxpy')")
-
     if model.num_integer:
         raise ValueError("solve_lp_cvxpy solves LPs only; pass model.relaxed()")
     a = model.matrix()

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from optsched.elastic import expand
 from optsched.errors import InputError
 from optsched.mip.backends import solve_lp_cvxpy, solve_lp_sparse
 from optsched.mip.data import RoundData
@@ -78,7 +79,6 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
     if any(j.elastic is not None for j in instance.jobs):
         # elastic jobs (contract v2): their size variants as independent rigid jobs (no "at most one
         # variant" row) relax the round, so that round's LP bound is valid here (optsched.elastic)
-        from optsched.elastic import expand
 
         instance = expand(instance).instance
     data = RoundData(instance)

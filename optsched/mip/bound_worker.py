@@ -29,7 +29,9 @@ import threading
 import time
 from typing import Any
 
-from optsched.mip.colgen import Prices
+from optsched.mip.bound import lp_bound_within
+from optsched.mip.colgen import Prices, config_bound
+from optsched.mip.pricing import supported
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
@@ -55,8 +57,6 @@ class BoundWorker:
     @staticmethod
     def applies(instance: Instance) -> bool:
         """Whether the configuration LP applies: contract-v1 rounds up to CONFIG_MAX_JOBS jobs."""
-        from optsched.mip.colgen import supported
-
         return supported(instance) and len(instance.jobs) <= CONFIG_MAX_JOBS
 
     def __init__(self, instance: Instance, seconds: float, schedules: list[Schedule] | None = None, config: bool = True) -> None:
@@ -126,7 +126,6 @@ def main() -> None:
     req = json.loads(sys.stdin.read())
     until = float(req["until"])
     instance = Instance.from_dict(req["instance"])
-    from optsched.mip.bound import lp_bound_within
 
     # the LP bound first, at normal priority (what lns did itself before, now beside it): the
     # reported bound is never worse than it
@@ -136,7 +135,6 @@ def main() -> None:
     if req["config"] and until - time.time() > 0.2:
         if hasattr(os, "nice"):  # from here idle CPU only: on a busy machine the caller's search comes first
             os.nice(NICE)
-        from optsched.mip.colgen import config_bound
 
         schedules = [Schedule.from_dict(s) for s in req["schedules"]]
         last = [-PRICES_EVERY_S]

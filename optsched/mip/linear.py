@@ -133,7 +133,7 @@ class LinearModel:
 
     def matrix(self):  # -> scipy.sparse.csr_matrix (imported lazily: scipy is heavy)
         """The constraint matrix as a ``scipy.sparse.csr_matrix`` (rows x columns)."""
-        from scipy.sparse import csr_matrix
+        from scipy.sparse import csr_matrix  # lazy: scipy loads only for a sparse LP
 
         indptr = np.zeros(self.num_rows + 1, dtype=np.int64)
         indptr[1:] = np.cumsum([len(c) for c in self.row_cols])

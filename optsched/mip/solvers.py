@@ -43,7 +43,8 @@ import warnings
 from typing import Any
 
 from optsched.checker import check_schedule
-from optsched.errors import InputError
+from optsched.errors import InputError, SolverBug
+from optsched.exact.hint import greedy_schedule
 from optsched.limits import check_size, check_value_span
 from optsched.mip.backends import to_mpsolver, to_pulp
 from optsched.mip.description import RoundMip, build
@@ -82,8 +83,6 @@ class _MipSolver:
         stats: dict[str, Any] = {}
         fallback = Schedule.empty(instance.name)
         if opts.greedy:
-            from optsched.exact.hint import greedy_schedule
-
             fallback = greedy_schedule(instance)
             if policy_families(instance):  # the greedy ignores quotas and the move budget
                 fallback = repair(instance, fallback)
@@ -126,7 +125,6 @@ class _MipSolver:
         stats["incumbent_from"] = source
         report = check_schedule(instance, schedule)
         if report:
-            from optsched.solve import SolverBug
 
             raise SolverBug(f"{self.name}: the MIP solution decodes to an infeasible schedule: {[str(v) for v in report[:3]]}")
         objective = schedule_value(instance, schedule)
@@ -164,7 +162,7 @@ class _MpSolverMip(_MipSolver):
         stats["hint_value"] = mip.model.objective_value(values)
 
     def _solve(self, mip, time_limit, seed, hint, num_threads, log, stats):
-        from ortools.linear_solver import pywraplp
+        from ortools.linear_solver import pywraplp  # lazy: MPSolver loads only when a MIP is solved
 
         t0 = time.perf_counter()
         solver, xs = to_mpsolver(mip.model, self.backend)
@@ -201,7 +199,6 @@ class _MpSolverMip(_MipSolver):
             stats["stopped"] = f"time limit without incumbent (the backend said {stats['mpsolver_status']})"
             return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
         if code in (pywraplp.Solver.INFEASIBLE, pywraplp.Solver.UNBOUNDED, pywraplp.Solver.MODEL_INVALID, pywraplp.Solver.ABNORMAL):
-            from optsched.solve import SolverBug
 
             # the all-zero vector (empty schedule) is feasible and every column is bounded
             raise SolverBug(f"{self.name}: MPSolver says {stats['mpsolver_status']} for {mip.original.name}")
@@ -267,7 +264,7 @@ class PulpSolver(_MipSolver):
     name = "pulp"
 
     def _solve(self, mip, time_limit, seed, hint, num_threads, log, stats):
-        import pulp
+        import pulp  # lazy: PuLP loads only for the pulp method
 
         if "PULP_CBC_CMD" not in pulp.listSolvers(onlyAvailable=True):
             raise InputError("solver", "pulp", "PuLP's bundled CBC (PULP_CBC_CMD) is not available on this machine")
@@ -307,6 +304,5 @@ class PulpSolver(_MipSolver):
         if sol == pulp.LpSolutionNoSolutionFound:
             stats["stopped"] = "time limit without incumbent"
             return Schedule.empty(mip.original.name), Status.TIME_LIMIT, None
-        from optsched.solve import SolverBug
 
         raise SolverBug(f"pulp: CBC says {stats['pulp_solution_status']} for {mip.original.name}")

@@ -1,4 +1,4 @@
-"""Re-runnable benchmark of the learned policy (issue 5's figures): ``python -m optsched.learned.benchmark``.
+"""Re-runnable benchmark of the learned policy: ``python benchmarks/bench_learned.py``.
 
 - **small**: held-out rounds: the library's ``instances/small`` and fresh rounds from the
   training distribution (:func:`optsched.learned.train.training_round`, seeds from 900,000,000 on,
@@ -36,17 +36,28 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ortools.sat.python import cp_model
 
 from optsched.checker import check_schedule
+from optsched.errors import InputError
+from optsched.exact.hint import greedy_schedule
+from optsched.exact.model import build_model, make_scale
+from optsched.exact.options import _check_options
+from optsched.exact.prep import job_data
+from optsched.heuristics.lns import LargeNeighbourhoodSearch
 from optsched.io import load_instance
 from optsched.learned.labels import label_rounds
 from optsched.learned.solver import DEFAULT_WEIGHTS, LearnedSolver, load_policy
 from optsched.learned.train import training_round
+from optsched.learned.warmstart import policy_hint, warm_solve
+from optsched.mip.bound import choose_relaxation, lp_bound
+from optsched.mip.data import RoundData
 from optsched.model import Instance
 from optsched.schedule import Schedule
+from optsched.solve import solve_round
 from optsched.values import schedule_value
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[1]
 #: first seed of the fresh held-out rounds (training uses 1,000,000 x (seed + 1) + offsets)
 HELD_OUT_SEED = 900_000_000
 
@@ -80,8 +91,6 @@ def best_known(index: str | Path = _ROOT / "instances" / "index.csv") -> dict[st
 
 def small_rounds(library: str, fresh: int, sizes: list[tuple[int, int]], seed: int) -> list[Instance]:
     """The library rounds matching ``library`` (a glob) and ``fresh`` held-out training-distribution rounds."""
-    from optsched.errors import InputError
-
     insts = [load_instance(p) for p in sorted(glob.glob(library))] if library else []
     s = HELD_OUT_SEED + seed * 10_000
     for i in range(fresh):
@@ -96,8 +105,6 @@ def small_rounds(library: str, fresh: int, sizes: list[tuple[int, int]], seed: i
 
 
 def bench_small(weights: str, insts: list[Instance], cache: str, samples: int, label_time: float) -> dict[str, Any]:
-    from optsched.exact.hint import greedy_schedule
-
     labels = label_rounds(insts, cache, time_limit=label_time, seed=0, workers=2, options={"num_workers": 1}, desc="labelling bench")
     solver = LearnedSolver()
     solver.solve(insts[0], time_limit=10.0, seed=0, weights=weights, samples=0)  # load weights outside the timing
@@ -151,9 +158,6 @@ def bench_small(weights: str, insts: list[Instance], cache: str, samples: int, l
 
 
 def bench_large(weights: str, paths: list[str], time_limit: float, lp: bool) -> list[dict[str, Any]]:
-    from optsched.heuristics.lns import LargeNeighbourhoodSearch
-    from optsched.solve import solve_round
-
     LearnedSolver().solve(training_round(8, 24, seed=1), time_limit=5.0, seed=0, weights=weights)  # load weights outside the timing
     out = []
     for path in paths:
@@ -176,9 +180,6 @@ def bench_large(weights: str, paths: list[str], time_limit: float, lp: bool) -> 
             row[name] = {"objective": res.objective, "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c, "status": res.status.value}
         row["loadavg"].append(_load())
         if lp:
-            from optsched.mip.bound import choose_relaxation, lp_bound
-            from optsched.mip.data import RoundData
-
             t = time.perf_counter()
             b = lp_bound(inst)
             row["lp_bound"], row["lp_s"] = b, time.perf_counter() - t
@@ -206,12 +207,6 @@ def cpsat_trajectory(
     The clock starts before the hint is computed (the policy's inference counts, torch's import
     and the weights' loading do not). Objectives are CP-SAT's scaled ones (within the scale's
     rounding error of the true value)."""
-    from ortools.sat.python import cp_model
-
-    from optsched.exact.cpsat import _check_options, build_model, job_data, make_scale
-    from optsched.exact.hint import greedy_schedule
-    from optsched.learned.warmstart import policy_hint
-
     start = time.perf_counter()
     traj: list[tuple[float, float]] = []
     sched: Schedule | None = None
@@ -253,9 +248,6 @@ def _time_to(traj: list[tuple[float, float]], ref: float, gap: float) -> float |
 def bench_warm(
     weights: str, paths: list[str], horizon: float, fixed_limit: float, gap: float, num_workers: int
 ) -> dict[str, Any]:
-    from optsched.learned.warmstart import warm_solve
-    from optsched.solve import solve_round
-
     known = best_known()
     load_policy(weights)
     rows = []
@@ -313,7 +305,7 @@ def warm_summary(rows: list[dict[str, Any]], horizon: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m optsched.learned.benchmark", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_learned.py", description=__doc__.split("\n")[0])
     p.add_argument("--weights", default=str(DEFAULT_WEIGHTS))
     p.add_argument("--small", type=int, default=40, help="fresh held-out small rounds (0: none)")
     p.add_argument("--small-library", default=str(_ROOT / "instances" / "small" / "*.json"), help="glob of library small rounds ('': none)")
