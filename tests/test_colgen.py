@@ -213,7 +213,7 @@ def test_lns_bound_option_is_checked():
     inst = Instance("one", (Node("n0", "V100", 1, 4, 20),), (Job("j", 1, Profile((1,), (20,), ((1.0,),)), (1, 20)),), Round(300.0, False))
     with pytest.raises(InputError) as e:
         LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound="config")
-    assert e.value.field == "bound"
+    assert e.value.field == "options.bound"
     assert LargeNeighbourhoodSearch().solve(inst, time_limit=1.0, seed=0, bound="lp").bound is not None
 
 
@@ -251,4 +251,4 @@ def test_start_bound_worker_only_where_cpsat_would_start_one():
     assert start_bound_worker(medium, 1.0) is None  # too little time for the configuration LP
     with pytest.raises(InputError) as e:
         solve_round(small, solver="cpsat", time_limit=1.0, seed=0, bound_worker="yes")
-    assert e.value.field == "bound_worker"
+    assert e.value.field == "options.bound_worker"
