@@ -46,11 +46,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "formulations": (
         "optsched.exact", "optsched.exact.model", "optsched.exact.variables", "optsched.exact.constraints",
-        "optsched.exact.policies", "optsched.exact.elastic", "optsched.exact.fixing",
+        "optsched.exact.policies", "optsched.exact.variants", "optsched.exact.fixing",
     ),
     "heuristics": (
         "optsched.heuristics", "optsched.heuristics.common", "optsched.heuristics.fungible_greedy",
-        "optsched.heuristics.fixed_demand", "optsched.heuristics.drf", "optsched.heuristics.elastic",
+        "optsched.heuristics.fixed_demand", "optsched.heuristics.drf", "optsched.heuristics.sizing",
         "optsched.heuristics.neighbourhoods", "optsched.quota_reclaim", "optsched.policy_repair",
     ),
     "learned": (
