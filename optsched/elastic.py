@@ -8,7 +8,7 @@ Two things live here, both free of any solver:
   variants carry the restart factor in their weight and no placement. A schedule that runs at most
   one variant per job is then worth exactly what the elastic schedule is worth, so the exact model
   reuses all of its rigid machinery with one extra "at most one variant" row per job
-  (:mod:`optsched.exact.elastic`), and the rigid round *without* that row is a relaxation whose LP
+  (:mod:`optsched.exact.variants`), and the rigid round *without* that row is a relaxation whose LP
   bound is valid for the elastic round.
 * the scaling curves the generator and the simulator give elastic jobs: Amdahl's law with a
   per-model serial fraction (:func:`amdahl_scaling`, :func:`elastic_spec`).

@@ -11,7 +11,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optsched.exact import elastic as elastic_rows
+from optsched.exact import variants
 from optsched.exact.fixing import ConfigFixing
 from optsched.exact.prep import node_classes
 
@@ -274,10 +274,10 @@ class ModelConstraints:
 
     def add_job_symmetry(self) -> None:
         """Of interchangeable jobs, an earlier one is selected whenever a later one is (elastic
-        jobs: an earlier one runs with at least the size of a later one, exact.elastic)."""
+        jobs: an earlier one runs with at least the size of a later one, exact.variants)."""
         sel = {j: (sum(lits) if lits else 0) for j, lits in self.job_literals().items()}
-        elastic_rows.add_elastic_symmetry(self)
-        for cls in elastic_rows.variant_classes(self, self.data):
+        variants.add_elastic_symmetry(self)
+        for cls in variants.variant_classes(self, self.data):
             for a, b in zip(cls, cls[1:], strict=False):
                 if isinstance(sel[b], int):
                     continue

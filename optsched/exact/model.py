@@ -21,7 +21,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from optsched.elastic import Expansion
-from optsched.exact import elastic as elastic_rows
+from optsched.exact import variants
 from optsched.exact.constraints import ModelConstraints
 from optsched.exact.fixing import ConfigFixing
 from optsched.exact.placeable import can_run, node_arrays
@@ -181,12 +181,12 @@ class RoundModel(ModelVariables, ModelConstraints):
             jobs = {j: Assignment({rename.get(n, n): g for n, g in a.nodes.items()}, a.cpus_per_gpu, a.mem_per_gpu_gb)
                     for j, a in jobs.items()}
         if self.job_symmetry:
-            for cls in elastic_rows.variant_classes(self, self.data):
+            for cls in variants.variant_classes(self, self.data):
                 ids = [inst.jobs[j].id for j in cls]
                 given = [jobs.pop(j) for j in ids if j in jobs]
                 jobs.update(zip(ids, given, strict=False))
             if self.elastic is not None:
-                jobs = elastic_rows.canonical_jobs(self.elastic, jobs)
+                jobs = variants.canonical_jobs(self.elastic, jobs)
         return Schedule(schedule.instance, jobs)
 
     def add_hint(self, schedule: Schedule) -> None:
@@ -281,7 +281,7 @@ def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts
     m.add_split_variables()
     m.add_pool_link()
     m.add_job_selection()
-    elastic_rows.add_variant_selection(m)
+    variants.add_variant_selection(m)
     m.add_split_gang()
     m.add_spread_value()
     m.add_node_capacity()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
-from optsched.exact.elastic import original_jobs, original_selection, variants_of
+from optsched.exact.variants import original_jobs, original_selection, variants_of
 from optsched.round_policies import (
     DRF_NO_TENANT,
     drf_capacity,

@@ -18,8 +18,8 @@ from typing import Any
 from optsched.elastic import has_elastic
 from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, keep_level, progressive_fill
-from optsched.heuristics.elastic import admission_sizes, grow, knapsack_place
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
+from optsched.heuristics.sizing import admission_sizes, grow, knapsack_place
 from optsched.model import Instance, Job
 from optsched.options import NoOptions
 from optsched.policy_repair import repair
@@ -84,7 +84,7 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
     """The plain fungible-greedy schedule and, with ``want_packed``, the one whose lean placement
     was consolidated before the leftover CPU/memory pass; jobs are placed in
     :func:`~optsched.heuristics.common.job_order`, or with ``knapsack`` by value per GPU with
-    elastic growth in the same queue (:func:`~optsched.heuristics.elastic.knapsack_place`).
+    elastic growth in the same queue (:func:`~optsched.heuristics.sizing.knapsack_place`).
     With ``drf``, DRF progressive filling admits jobs first (up to ``drf_target`` when given), then
     the rest go in job order (:func:`~optsched.heuristics.drf.progressive_fill`); the level the
     fill reached goes to ``info["drf_level"]``. In a HUG round ``admit`` reports the cores and GB of
