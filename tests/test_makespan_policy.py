@@ -14,7 +14,8 @@ from optsched.errors import InputError
 from optsched.sim import cluster
 from optsched.sim.engine import SimConfig, simulate
 from optsched.sim.literature import SRTF, GavelMakespan
-from optsched.sim.policies import QueueState, get_policy
+from optsched.sim.policies import get_policy
+from optsched.sim.policy_base import QueueState
 from optsched.sim.workload import Trace, build_workload
 
 

@@ -22,7 +22,8 @@ from optsched.sim.literature import (
     finish_time_fairness,
     gittins_index,
 )
-from optsched.sim.policies import POLICIES, QueueState, get_policy
+from optsched.sim.policies import POLICIES, get_policy
+from optsched.sim.policy_base import QueueState
 from optsched.sim.workload import Trace, build_workload
 
 

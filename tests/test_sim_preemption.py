@@ -15,7 +15,7 @@ from optsched import check_schedule, solve_round
 from optsched.errors import InputError
 from optsched.model import Elastic, Instance, Job, Node, Profile, Round
 from optsched.schedule import Assignment, Schedule
-from optsched.sim import cluster, policies
+from optsched.sim import cluster, policies, policy_base
 from optsched.sim.engine import SimConfig, SolveRoundAllocator, pins_running_jobs, simulate
 from optsched.sim.literature import SRTF
 from optsched.sim.workload import Trace, build_workload
@@ -182,7 +182,7 @@ def test_the_head_lift_is_bounded_by_the_heads_size_not_the_queue():
     g GPUs."""
     from optsched.sim.engine import _head_first
 
-    w = policies.rank_weights(np.arange(301), 100.0)
+    w = policy_base.rank_weights(np.arange(301), 100.0)
     wait = np.arange(301)
     one = _head_first(w, wait, 0, 1)
     assert one[0] == pytest.approx(4.0 * w[1] + 1.0) and np.array_equal(one[1:], w[1:])
