@@ -12,7 +12,8 @@ from test_sim_support import StandInCatalogue, first_fit
 
 from optsched.errors import InputError
 from optsched.sim import cluster
-from optsched.sim.engine import SimConfig, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.literature import SRTF, GavelMakespan
 from optsched.sim.policies import get_policy
 from optsched.sim.policy_base import QueueState

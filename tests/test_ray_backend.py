@@ -105,7 +105,7 @@ def test_simulation_grid_on_ray_matches_serial(local_ray):
     import numpy as np
 
     from optsched.sim import cluster
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import Setup, run_grid
     from optsched.sim.workload import Trace, build_workload
 

@@ -11,9 +11,11 @@ from test_sim_support import StandInCatalogue, first_fit, fungible_first_fit
 
 from optsched.errors import InputError
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.experiment import parse_duration
-from optsched.sim.metrics import compare, mean_ci, read_run, summarise, write_jobs_csv, write_metrics_json
+from optsched.sim.metrics import compare, mean_ci, read_run, write_jobs_csv, write_metrics_json
+from optsched.sim.result import summarise
 from optsched.sim.workload import Trace, build_workload
 
 TRACE = """job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored

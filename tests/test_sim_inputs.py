@@ -15,8 +15,8 @@ from optsched.cli import main
 from optsched.errors import InputError
 from optsched.sim import cluster
 from optsched.sim import experiment as ex
-from optsched.sim.engine import SolveRoundAllocator
 from optsched.sim.metrics import read_run, run_id
+from optsched.sim.solving import SolveRoundAllocator
 from optsched.sim.workload import CsvSchema, build_workload, load_csv, load_trace, window
 
 NORMALIZED = """job_id,submit_time_s,duration_s,num_gpus,tenant,model

@@ -9,7 +9,8 @@ import pytest
 from test_sim_support import fungible_first_fit
 
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.workload import build_workload, load_trace, window
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"

@@ -98,7 +98,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from optsched.registry import get_method
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import parse_duration, prepare, run_grid
     from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
     from optsched.sim.policies import POLICIES

@@ -12,8 +12,11 @@ Typical use::
 See docs/simulator.md for the semantics (rounds, restarts, what is measured).
 """
 
-from optsched.sim.engine import SimConfig, SimResult, SimulationError, SolveRoundAllocator, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.policies import FIFO, LAS, MaxMinFairness, ShortestRemaining, get_policy
+from optsched.sim.result import SimResult
+from optsched.sim.solving import SimulationError, SolveRoundAllocator
 from optsched.sim.workload import SimJob, Trace, Workload, build_workload, load_trace
 
 __all__ = [

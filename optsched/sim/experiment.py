@@ -17,8 +17,11 @@ from optsched.errors import InputError
 from optsched.model import Node
 from optsched.sim import cluster as clusters
 from optsched.sim import workload as wl
-from optsched.sim.engine import SimConfig, SimResult, SolveRoundAllocator, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.policies import get_policy
+from optsched.sim.result import SimResult
+from optsched.sim.solving import SolveRoundAllocator
 
 __all__ = [
     "DETERMINISTIC_TIME_SOLVERS",
