@@ -139,7 +139,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from optsched.bench.backends import get_backend
+    from optsched.parallel import get_backend
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ from optsched.sim.engine import simulate
 from optsched.sim.literature import SRTF, GavelMakespan
 from optsched.sim.policies import get_policy
 from optsched.sim.policy_base import QueueState
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 
 def _state(remaining, eq=None, gpus=None):

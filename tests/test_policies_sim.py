@@ -25,7 +25,8 @@ from optsched.sim.literature import (
 )
 from optsched.sim.policies import POLICIES, get_policy
 from optsched.sim.policy_base import QueueState
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 
 def _state(**kw):

@@ -20,7 +20,8 @@ from optsched.sim.config import SimConfig, pins_running_jobs
 from optsched.sim.engine import simulate
 from optsched.sim.literature import SRTF
 from optsched.sim.solving import SolveRoundAllocator
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 PINNING = ("cpsat", "lns", "fungible-greedy", "fixed-demand")
 PROF = Profile((2, 4, 8), (16, 32), ((0.6, 0.7), (0.8, 1.0), (1.2, 1.5)))

@@ -10,7 +10,8 @@ from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig
 from optsched.sim.engine import simulate
 from optsched.sim.solving import SolveRoundAllocator
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 
 def _workload(seed: int = 0, n: int = 14):

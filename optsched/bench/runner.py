@@ -20,9 +20,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from optsched.bench.backends import Backend, get_backend
 from optsched.checker import check_schedule
 from optsched.io import load_instance
+from optsched.parallel import Backend, get_backend
 
 __all__ = [
     "COLUMNS", "BenchTask", "primal_gap", "primal_integral", "read_rows", "read_trajectories", "rescore", "run_bench", "run_task",

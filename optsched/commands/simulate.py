@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from optsched.errors import InputError
 
 if TYPE_CHECKING:
-    from optsched.sim.workload import CsvSchema
+    from optsched.sim.traces import CsvSchema
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> CsvSchema | None:
     """The CSV layout of ``--schema`` and ``--columns`` (columns merged, ``--columns`` winning),
     with ``--time-unit``; ``None`` when neither is given."""
-    from optsched.sim.workload import CsvSchema
+    from optsched.sim.traces import CsvSchema
 
     if args.schema is None and args.columns is None:
         if args.time_unit is not None:

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from optsched.commands.simulate import _mix
     from optsched.sim.experiment import parse_duration
     from optsched.sim.synthetic import describe, resolve_spec, synthetic_trace
-    from optsched.sim.workload import write_trace_csv
+    from optsched.sim.traces import write_trace_csv
 
     over: dict[str, Any] = {"seed": args.seed}
     for key, flag in (("jobs", "jobs"), ("rate_per_h", "rate"), ("load", "load"), ("gpus", "gpus"), ("duration", "duration"),

@@ -24,10 +24,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from optsched.bench.backends import Backend, get_backend
 from optsched.checker import check_schedule
 from optsched.io import load_json, write_json
 from optsched.model import Instance
+from optsched.parallel import Backend, get_backend
 from optsched.schedule import Assignment, Schedule
 
 __all__ = ["Label", "canonicalise", "label_rounds", "residual_round"]

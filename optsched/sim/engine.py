@@ -59,6 +59,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from optsched.checker import check_schedule
 from optsched.elastic import mark_elastic
@@ -303,8 +304,6 @@ def _progress_bar(cfg: SimConfig, total: float) -> Any:
     """A tqdm bar over simulated seconds, or ``None`` without ``cfg.progress``."""
     if not cfg.progress:
         return None
-    from tqdm import tqdm  # lazy: tqdm only for runs that show progress (the RL environments and tests do not)
-
     return tqdm(total=total, unit="sim-s", desc=cfg.name, unit_scale=True, leave=False)
 
 
