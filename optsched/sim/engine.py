@@ -48,7 +48,8 @@ The engine is this module's loop; a round's pieces live beside it: the settings
 (:mod:`optsched.sim.config`), the allocators (:mod:`optsched.sim.solving`), the queue window
 (:mod:`optsched.sim.queue`), deadline admission (:mod:`optsched.sim.deadlines`), building a
 round's instance and applying its schedule (:mod:`optsched.sim.rounds`), and the result
-(:mod:`optsched.sim.result`)."""
+(:mod:`optsched.sim.result`).
+"""
 
 from __future__ import annotations
 
@@ -253,21 +254,11 @@ def simulate_steps(
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             if slo_live:
                 last_sig = None  # deadlines tighten every round: solve again
-            solve_s, solve_cpu, objective, gap, solved = 0.0, 0.0, math.nan, math.nan, 0.0
+            solve = (0.0, 0.0, 0.0, math.nan, math.nan)  # solved, solve_s, solve_cpu_s, objective, gap
             if not (cfg.reuse_unchanged and sig == last_sig and schedule is not None):
-                inst = build_instance(f"{cfg.name}-t{int(t)}", run.nodes, run.rnd, run.jobs, sel, w_sel, run.assign, run.base, run.speeds,
-                                      slo_live, run.pin)
-                t0, c0 = time.perf_counter(), time.process_time()
-                out = yield inst
-                solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
+                schedule, solve = yield from _solve(run, t, sel, w_sel, slo_live)
                 solver_calls += 1
-                solved = 1.0
-                schedule, objective, gap = _read_answer(out)
-                if cfg.check:
-                    objective = _checked(inst, schedule, t)
-                    checked += 1
-                apply_schedule(schedule, sel, run.jobs, run.assign, run.rate, run.delay_left, run.restart, run.ever_ran, run.start,
-                               run.preempt, run.moves, run.alloc, t, run.cluster)
+                checked += cfg.check
                 last_sig = sig
             run_idx = np.flatnonzero(run.rate > 0)
             span, t_fin = R, None
@@ -276,7 +267,7 @@ def simulate_steps(
                 t_fin = t + run.delay_left[run_idx] + run.remaining[run_idx] / run.rate[run_idx]
                 if cfg.reuse_unchanged and not slo_live:
                     span = R * _rounds_unchanged(run, t, t_fin, submit[arrived] if arrived < n else None, active)
-            _record(run, t, span, active, run_idx, sel, (solved, solve_s, solve_cpu, objective, gap))
+            _record(run, t, span, active, run_idx, sel, solve)
             if t_fin is not None:
                 _advance(run, t, span, run_idx, t_fin)
             elif arrived == n:
@@ -348,6 +339,24 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
     sel = offer(active, w, running_now, run.gpus, run.total_gpus, cfg.queue_window, cfg.queue_min_jobs,
                 free if cfg.queue_window is not None else None, run.allowed)
     return sel, w[np.searchsorted(active, sel)]
+
+
+def _solve(run: _Run, t: float, sel: np.ndarray, w_sel: np.ndarray, slo_live: dict[int, tuple[float, float]],
+           ) -> Generator[Instance, Schedule | Result, tuple[Schedule, tuple[float, float, float, float, float]]]:
+    """Yield the round's instance, take the allocator's answer, check it (``SimConfig.check``)
+    and apply it to the run; returns the schedule and the round's solve record (solved,
+    solve_s, solve_cpu_s, objective, gap)."""
+    inst = build_instance(f"{run.cfg.name}-t{int(t)}", run.nodes, run.rnd, run.jobs, sel, w_sel, run.assign, run.base, run.speeds,
+                          slo_live, run.pin)
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = yield inst
+    solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
+    schedule, objective, gap = _read_answer(out)
+    if run.cfg.check:
+        objective = _checked(inst, schedule, t)
+    apply_schedule(schedule, sel, run.jobs, run.assign, run.rate, run.delay_left, run.restart, run.ever_ran, run.start,
+                   run.preempt, run.moves, run.alloc, t, run.cluster)
+    return schedule, (1.0, solve_s, solve_cpu, objective, gap)
 
 
 def _read_answer(out: Any) -> tuple[Schedule, float, float]:
