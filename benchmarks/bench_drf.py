@@ -121,8 +121,10 @@ def worst_tenant_rho(tenants: np.ndarray, rho: np.ndarray) -> float:
 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
     from optsched.sim.allocators import AtDemand
-    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.config import SimConfig
+    from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
+    from optsched.sim.solving import SolveRoundAllocator
 
     setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs

@@ -42,7 +42,7 @@ FIELDS = ("workload", "policy", "elastic_share", "allocator", "jobs", "finished"
 
 def run_one(workload: str, share: str, allocator: str, seed: int, time_limit: float, deterministic_time: float | None,
             policy: str = POLICY) -> dict[str, Any]:
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
 
     setup = setup_window(workload, LOAD, seed)

@@ -96,8 +96,10 @@ def free_metrics(res: Any, rec: FreeRecorder) -> dict[str, float]:
 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY,
             deterministic_time: float | None = None) -> dict[str, Any]:
-    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.config import SimConfig
+    from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
+    from optsched.sim.solving import SolveRoundAllocator
 
     setup = setup_window(workload, LOAD, seed)
     opts: dict[str, Any] = {"num_workers": 1} if allocator == "cpsat" else {}

@@ -61,7 +61,7 @@ def summary_columns(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_one(workload: str, policy: str, allocator: str, seed: int, time_limit: float) -> dict[str, Any]:
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
 
     setup = setup_window(workload, LOAD, seed)

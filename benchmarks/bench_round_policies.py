@@ -141,9 +141,11 @@ def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, 
 
 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
+    from optsched.sim.config import SimConfig
     from optsched.sim.deadlines import deadline_metrics, mark_deadlines
-    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
+    from optsched.sim.solving import SolveRoundAllocator
 
     setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs

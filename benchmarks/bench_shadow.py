@@ -34,9 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from optsched.sim.cluster import homogeneous
-    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.config import SimConfig
+    from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
     from optsched.sim.shadow import Shadowed, shadow_summary
+    from optsched.sim.solving import SolveRoundAllocator
     from optsched.sim.synthetic import synthetic_trace
     from optsched.sim.workload import build_workload, offered_load, scale_load
 

@@ -78,7 +78,7 @@ def _setup(workload: str, load: str, seed: int) -> Any:
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
             deterministic_time: float | None = None) -> dict[str, Any]:
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``."""
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
 
@@ -106,7 +106,7 @@ def _run_safe(task: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import prepare, run
 
     t0 = time.perf_counter()
@@ -139,7 +139,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from optsched.bench.backends import get_backend
+    from optsched.parallel import get_backend
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

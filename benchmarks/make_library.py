@@ -72,9 +72,11 @@ def build_trace_rounds(out: Path = OUT) -> list[Path]:
     """Replay each trace window and keep its busiest round as a library instance."""
     from dataclasses import replace
 
-    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.config import SimConfig
+    from optsched.sim.engine import simulate
     from optsched.sim.experiment import prepare
     from optsched.sim.policies import get_policy
+    from optsched.sim.solving import SolveRoundAllocator
 
     written = []
     for name, rel, fmt, opts in TRACE_SPECS:

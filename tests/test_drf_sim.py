@@ -11,7 +11,9 @@ from test_policies_sim import _cfg, _tenant_workload
 
 from optsched.errors import InputError
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
+from optsched.sim.solving import SolveRoundAllocator
 
 
 class _Seen:

@@ -14,8 +14,10 @@ from optsched.elastic import elastic_spec, mark_elastic
 from optsched.errors import InputError
 from optsched.model import Elastic, Node
 from optsched.schedule import Assignment, Schedule
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.policies import FIFO
+from optsched.sim.solving import SolveRoundAllocator
 from optsched.sim.workload import SimJob
 
 NODES = (Node("n0", "V100", 4, 64, 512),)

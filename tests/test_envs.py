@@ -35,7 +35,8 @@ def _rollout(env, seed: int):
 
 def _small_sim():
     from optsched.sim import cluster
-    from optsched.sim.workload import Trace, build_workload
+    from optsched.sim.traces import Trace
+    from optsched.sim.workload import build_workload
 
     nodes = cluster.homogeneous(2, gpus=4, cpus=32, mem_gb=256)
     rng = np.random.default_rng(0)

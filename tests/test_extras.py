@@ -76,7 +76,7 @@ print(sorted(m for m in {OPTIONAL!r} if sys.modules.get(m) is not None))
     ("pettingzoo", "rl", "from optsched.envs import RoundAECEnv"),
     ("torch", "train", "from optsched.cli import main; sys.exit(main(['train', '--out', '/nonexistent']))"),
     ("torch", "train", "import optsched.learned.policy"),
-    ("ray", "ray", "from optsched.bench.backends import get_backend; get_backend('ray')"),
+    ("ray", "ray", "from optsched.parallel import get_backend; get_backend('ray')"),
     ("cvxpy", "cvxpy", "from optsched.gen import generate; from optsched.mip.bound import lp_bound; lp_bound(generate(2, 3, seed=0), backend='cvxpy')"),
 ])
 def test_a_missing_extra_is_named(module: str, extra: str, code: str) -> None:

@@ -12,10 +12,13 @@ from test_sim_support import StandInCatalogue, first_fit
 
 from optsched.errors import InputError
 from optsched.sim import cluster
-from optsched.sim.engine import SimConfig, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.literature import SRTF, GavelMakespan
-from optsched.sim.policies import QueueState, get_policy
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.policies import get_policy
+from optsched.sim.policy_base import QueueState
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 
 def _state(remaining, eq=None, gpus=None):

@@ -245,9 +245,12 @@ def test_simulator_packing_config_is_checked_by_name_and_runs_with_every_method(
     from test_sim_support import StandInCatalogue
 
     from optsched.sim import cluster
-    from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+    from optsched.sim.config import SimConfig
+    from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
-    from optsched.sim.workload import Trace, build_workload
+    from optsched.sim.solving import SolveRoundAllocator
+    from optsched.sim.traces import Trace
+    from optsched.sim.workload import build_workload
 
     with pytest.raises(InputError) as e:
         SimConfig(packing_tolerance=0.1)

@@ -13,7 +13,8 @@ from test_sim_support import StandInCatalogue, first_fit
 
 from optsched.errors import InputError
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.literature import (
     SRTF,
     FinishTimeFairness,
@@ -22,8 +23,10 @@ from optsched.sim.literature import (
     finish_time_fairness,
     gittins_index,
 )
-from optsched.sim.policies import POLICIES, QueueState, get_policy
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.policies import POLICIES, get_policy
+from optsched.sim.policy_base import QueueState
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 
 def _state(**kw):
@@ -160,7 +163,7 @@ def _tenant_workload(rows, nodes):
 def test_simulated_quota_owner_reclaims_borrowed_gpus_at_the_next_round(solver):
     """Tenant a borrows the whole node while b is idle; b's jobs arrive mid-round and get b's
     quota at the next boundary (a's borrowed jobs are preempted), though a's weigh more (FIFO)."""
-    from optsched.sim.engine import SolveRoundAllocator
+    from optsched.sim.solving import SolveRoundAllocator
 
     nodes = cluster.homogeneous(1, gpus=4, cpus=32, mem_gb=256)
     rows = [*[(f"a{i}", 0.0, 2000.0, 1, "flat", "a") for i in range(4)], *[(f"b{i}", 150.0, 500.0, 1, "flat", "b") for i in range(2)]]

@@ -13,10 +13,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from optsched.bench.backends import LocalPool, get_backend  # noqa: E402
-from optsched.bench.ray_backend import RayBackend  # noqa: E402
 from optsched.bench.runner import COLUMNS, BenchTask, read_rows, run_bench  # noqa: E402
 from optsched.errors import InputError  # noqa: E402
+from optsched.parallel import LocalPool, get_backend  # noqa: E402
+from optsched.parallel.ray_backend import RayBackend  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = sorted((REPO / "instances" / "tiny").glob("*.json"))
@@ -105,9 +105,10 @@ def test_simulation_grid_on_ray_matches_serial(local_ray):
     import numpy as np
 
     from optsched.sim import cluster
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import Setup, run_grid
-    from optsched.sim.workload import Trace, build_workload
+    from optsched.sim.traces import Trace
+    from optsched.sim.workload import build_workload
 
     nodes = cluster.homogeneous(2, gpus=4, cpus=32, mem_gb=256)
     rng = np.random.default_rng(0)

@@ -11,10 +11,12 @@ from test_sim_support import StandInCatalogue, first_fit, fungible_first_fit
 
 from optsched.errors import InputError
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, simulate
-from optsched.sim.experiment import parse_duration
-from optsched.sim.metrics import compare, mean_ci, read_run, summarise, write_jobs_csv, write_metrics_json
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
+from optsched.sim.metrics import compare, mean_ci, read_run, write_jobs_csv, write_metrics_json
+from optsched.sim.result import summarise
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload, parse_duration
 
 TRACE = """job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored
 a,0,600,1,1.0,,,vc,,,,0

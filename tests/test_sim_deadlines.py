@@ -12,9 +12,12 @@ from test_sim_support import StandInCatalogue, first_fit
 from optsched.errors import InputError
 from optsched.schedule import Assignment, Schedule
 from optsched.sim import cluster, policies
+from optsched.sim.config import SimConfig
 from optsched.sim.deadlines import SLO_ADMITTED, SLO_NONE, SLO_REJECTED, deadline_metrics, edf_fits, mark_deadlines
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.engine import simulate
+from optsched.sim.solving import SolveRoundAllocator
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 CAT = StandInCatalogue()
 

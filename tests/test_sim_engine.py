@@ -15,8 +15,11 @@ from optsched.errors import InputError
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, SimulationError, simulate
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
+from optsched.sim.solving import SimulationError
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 CAT = StandInCatalogue()
 
@@ -95,7 +98,7 @@ def test_slow_gpu_and_spread_factor_set_the_rate():
 def test_a_gang_on_its_fewest_nodes_runs_at_full_rate():
     """A 16-GPU job with spread factor 0.9 on 8-GPU nodes (default config, a real solver) spans two
     nodes, the fewest that hold it, and finishes in its trace duration; the round's worth agrees."""
-    from optsched.sim.engine import SolveRoundAllocator
+    from optsched.sim.solving import SolveRoundAllocator
 
     nodes = cluster.homogeneous(3, gpus=8, cpus=64, mem_gb=512)
     wl = _workload([("big", 0, 1000, 16, "flat")], nodes, spread_factor=0.9)
@@ -292,21 +295,21 @@ def test_reusing_and_skipping_unchanged_rounds_gives_the_same_result(policy, see
 
 
 def test_offer_window_keeps_running_jobs_and_a_minimum_of_waiting_ones():
-    from optsched.sim.engine import _offer
+    from optsched.sim.queue import offer
 
     active = np.arange(6)
     w = np.array([0.1, 1.0, 0.9, 0.8, 0.7, 0.6])
     running = np.array([True, False, False, False, False, False])
     gpus = np.array([1, 8, 8, 1, 1, 1])
     # budget 0.5 x 16 GPUs = 8: job 1 (8 GPUs) crosses it; job 0 runs, so it is always offered
-    assert _offer(active, w, running, gpus, 16, 0.5, 0).tolist() == [0, 1]
-    assert _offer(active, w, running, gpus, 16, 0.5, 3).tolist() == [0, 1, 2, 3]
-    assert _offer(active, w, running, gpus, 16, None, 0).tolist() == list(range(6))
+    assert offer(active, w, running, gpus, 16, 0.5, 0).tolist() == [0, 1]
+    assert offer(active, w, running, gpus, 16, 0.5, 3).tolist() == [0, 1, 2, 3]
+    assert offer(active, w, running, gpus, 16, None, 0).tolist() == list(range(6))
 
 
 def test_offer_window_backfills_jobs_that_fit_the_free_gpus():
     """A head of gangs too big for the free GPUs does not hide the small jobs behind it."""
-    from optsched.sim.engine import _offer
+    from optsched.sim.queue import offer
 
     active = np.arange(8)
     w = np.array([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
@@ -315,15 +318,15 @@ def test_offer_window_backfills_jobs_that_fit_the_free_gpus():
     allowed = np.ones((8, 1), dtype=bool)
     free = np.array([8.0])
     # the window (1 x 64 GPUs) closes after the first gang; nothing offered fits the 8 free GPUs
-    assert _offer(active, w, running, gpus, 64, 1.0, 0).tolist() == [0, 1]
+    assert offer(active, w, running, gpus, 64, 1.0, 0).tolist() == [0, 1]
     # backfill: fitting jobs join in weight order until they could fill the 8 free GPUs once (2+4+2)
-    assert _offer(active, w, running, gpus, 64, 1.0, 0, free, allowed).tolist() == [0, 1, 3, 4, 5]
+    assert offer(active, w, running, gpus, 64, 1.0, 0, free, allowed).tolist() == [0, 1, 3, 4, 5]
     # twice over (the window now closes at 128 GPUs, after the first gang): 2+4+2+8 = 16
-    assert _offer(active, w, running, gpus, 64, 2.0, 0, free, allowed).tolist() == [0, 1, 3, 4, 5, 6]
+    assert offer(active, w, running, gpus, 64, 2.0, 0, free, allowed).tolist() == [0, 1, 3, 4, 5, 6]
     # a job may use only a type with no free GPUs: it does not count as fitting
     two = np.array([[True, False]] * 8)
     two[5] = [False, True]
-    assert _offer(active, w, running, gpus, 64, 1.0, 0, np.array([8.0, 0.0]), two).tolist() == [0, 1, 3, 4, 6]
+    assert offer(active, w, running, gpus, 64, 1.0, 0, np.array([8.0, 0.0]), two).tolist() == [0, 1, 3, 4, 6]
 
 
 def test_window_never_idles_gpus_a_waiting_job_could_use():

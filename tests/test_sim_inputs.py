@@ -15,9 +15,10 @@ from optsched.cli import main
 from optsched.errors import InputError
 from optsched.sim import cluster
 from optsched.sim import experiment as ex
-from optsched.sim.engine import SolveRoundAllocator
 from optsched.sim.metrics import read_run, run_id
-from optsched.sim.workload import CsvSchema, build_workload, load_csv, load_trace, window
+from optsched.sim.solving import SolveRoundAllocator
+from optsched.sim.traces import CsvSchema, load_csv, load_trace
+from optsched.sim.workload import build_workload, window
 
 NORMALIZED = """job_id,submit_time_s,duration_s,num_gpus,tenant,model
 a,1000,600,1,vc,res18

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from optsched.errors import InputError
-from optsched.sim.policies import FIFO, LAS, MaxMinFairness, QueueState, ShortestRemaining, get_policy, rank_weights
+from optsched.sim.policies import FIFO, LAS, MaxMinFairness, ShortestRemaining, get_policy
+from optsched.sim.policy_base import QueueState, rank_weights
 
 
 def _state(**kw):

@@ -15,10 +15,13 @@ from optsched import check_schedule, solve_round
 from optsched.errors import InputError
 from optsched.model import Elastic, Instance, Job, Node, Profile, Round
 from optsched.schedule import Assignment, Schedule
-from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, pins_running_jobs, simulate
+from optsched.sim import cluster, policies, policy_base
+from optsched.sim.config import SimConfig, pins_running_jobs
+from optsched.sim.engine import simulate
 from optsched.sim.literature import SRTF
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.solving import SolveRoundAllocator
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 PINNING = ("cpsat", "lns", "fungible-greedy", "fixed-demand")
 PROF = Profile((2, 4, 8), (16, 32), ((0.6, 0.7), (0.8, 1.0), (1.2, 1.5)))
@@ -180,13 +183,13 @@ def test_the_head_lift_is_bounded_by_the_heads_size_not_the_queue():
     """Lifting the head above all 300 other waiting jobs at once would span FIFO's weights past
     the value range every method accepts; it needs to beat only the g jobs that could take its
     g GPUs."""
-    from optsched.sim.engine import _head_first
+    from optsched.sim.queue import head_first
 
-    w = policies.rank_weights(np.arange(301), 100.0)
+    w = policy_base.rank_weights(np.arange(301), 100.0)
     wait = np.arange(301)
-    one = _head_first(w, wait, 0, 1)
+    one = head_first(w, wait, 0, 1)
     assert one[0] == pytest.approx(4.0 * w[1] + 1.0) and np.array_equal(one[1:], w[1:])
-    eight = _head_first(w, wait, 0, 8)
+    eight = head_first(w, wait, 0, 8)
     assert eight[0] == pytest.approx(4.0 * w[1:9].sum() + 1.0)
 
 

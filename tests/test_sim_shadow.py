@@ -10,9 +10,12 @@ import pytest
 from optsched.model import Instance, Job, Node, Profile
 from optsched.schedule import Assignment, Schedule
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
 from optsched.sim.shadow import Shadowed, round_record, shadow_summary, write_rounds_csv
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.solving import SolveRoundAllocator
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 FLAT = Profile((2, 4), (16, 32), ((1.0, 1.0), (1.0, 1.0)))
 

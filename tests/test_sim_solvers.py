@@ -7,8 +7,11 @@ import pytest
 from test_sim_support import StandInCatalogue
 
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
-from optsched.sim.workload import Trace, build_workload
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
+from optsched.sim.solving import SolveRoundAllocator
+from optsched.sim.traces import Trace
+from optsched.sim.workload import build_workload
 
 
 def _workload(seed: int = 0, n: int = 14):

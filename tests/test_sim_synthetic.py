@@ -19,7 +19,8 @@ from optsched.sim.synthetic import (
     spliced_lognormal_quantile,
     synthetic_trace,
 )
-from optsched.sim.workload import Trace, build_workload, load_trace, offered_load, scale_load, window
+from optsched.sim.traces import Trace, load_trace
+from optsched.sim.workload import build_workload, offered_load, scale_load, window
 
 PHILLY = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "philly-pollux" / "philly.csv"
 

@@ -9,8 +9,10 @@ import pytest
 from test_sim_support import fungible_first_fit
 
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, simulate
-from optsched.sim.workload import build_workload, load_trace, window
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
+from optsched.sim.traces import load_trace
+from optsched.sim.workload import build_workload, window
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 pytestmark = [pytest.mark.traces, pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent")]

@@ -10,19 +10,8 @@ from test_sim_support import StandInCatalogue
 
 from optsched.errors import InputError
 from optsched.sim import cluster
-from optsched.sim.workload import (
-    Trace,
-    build_workload,
-    cap_sizes,
-    load_alibaba_pods,
-    load_helios,
-    load_normalized,
-    load_philly,
-    load_trace,
-    scale_load,
-    snap,
-    window,
-)
+from optsched.sim.traces import Trace, load_alibaba_pods, load_helios, load_normalized, load_philly, load_trace
+from optsched.sim.workload import build_workload, cap_sizes, scale_load, snap, window
 
 CAT = StandInCatalogue()
 

@@ -14,9 +14,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from optsched.bench.runner import as_float
 from optsched.bench.summary import size_class
 from optsched.io import load_instance
+from optsched.mip.bound import lp_bound
 
 __all__ = ["INDEX_COLUMNS", "instance_files", "lp_bounds", "read_index", "update_index"]
 
@@ -67,10 +70,6 @@ def _describe(path: Path, root: Path) -> dict[str, Any]:
 def lp_bounds(files: Iterable[Path], *, time_limit: float = 60.0, progress: bool = True) -> dict[str, float]:
     """The LP-relaxation bound (:func:`optsched.mip.bound.lp_bound`) of each instance file, by name;
     instances whose LP does not finish within ``time_limit`` are left out."""
-    from tqdm import tqdm
-
-    from optsched.mip.bound import lp_bound
-
     files = list(files)
     out = {}
     for f in tqdm(files, desc="LP bounds", unit="instance", disable=not progress):

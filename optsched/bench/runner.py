@@ -20,9 +20,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from optsched.bench.backends import Backend, get_backend
 from optsched.checker import check_schedule
 from optsched.io import load_instance
+from optsched.parallel import Backend, get_backend
+from optsched.registry import get_method
+from optsched.solve import solve_round
 
 __all__ = [
     "COLUMNS", "BenchTask", "primal_gap", "primal_integral", "read_rows", "read_trajectories", "rescore", "run_bench", "run_task",
@@ -99,9 +101,6 @@ def primal_integral(trajectory: Sequence[Sequence[Any]], reference: float | None
 
 def run_task(task: BenchTask) -> dict[str, Any]:
     """One run, never raising: a crash becomes a row with ``error`` set."""
-    from optsched.registry import get_method
-    from optsched.solve import solve_round
-
     row: dict[str, Any] = dict.fromkeys(COLUMNS, "")
     row.update(instance=Path(task.instance).name, solver=task.solver, seed=task.seed, time_limit=_fmt(task.time_limit))
     try:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from optsched.bench.index import instance_files, lp_bounds, read_index, update_index
+from optsched.bench.plots import plot_bounds_over_time, plot_performance_profile
+from optsched.bench.runner import BenchTask, read_rows, read_trajectories, rescore, run_bench, write_rows
+from optsched.bench.summary import format_table, summarise
 from optsched.errors import InputError
+from optsched.extras import pyplot
+from optsched.registry import get_method
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,11 +32,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.bench.index import instance_files, lp_bounds, read_index, update_index
-    from optsched.bench.runner import BenchTask, read_rows, read_trajectories, rescore, run_bench, write_rows
-    from optsched.bench.summary import format_table, summarise
-    from optsched.registry import get_method
-
     solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
     for s in solvers:
         if s != "auto":  # auto: solve_round's own choice by size and time
@@ -85,9 +86,6 @@ def _float(x: str | None) -> float | None:
 
 
 def _plots(out: Path, rows: list[dict], trajectories: dict) -> None:
-    from optsched.bench.plots import plot_bounds_over_time, plot_performance_profile
-    from optsched.extras import pyplot
-
     plt = pyplot("optsched bench's plots")
 
     out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,9 @@ import argparse
 import json
 import sys
 
+from optsched.checker import check_schedule
 from optsched.errors import InputError
+from optsched.io import load_instance, load_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,9 +23,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.checker import check_schedule
-    from optsched.io import load_instance, load_json
-
     instance = load_instance(args.instance)
     try:
         raw = load_json(args.schedule)

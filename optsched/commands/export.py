@@ -13,6 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from optsched.errors import InputError
+from optsched.io import load_instance
+from optsched.mip.backends import export_text
+from optsched.mip.description import MIP_FAMILIES, build
+from optsched.round_policies import policy_families
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("instance", help="round instance JSON (.json or .json.gz)")
@@ -22,18 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.io import load_instance
-    from optsched.mip.backends import export_text
-    from optsched.mip.description import build
-
     instance = load_instance(args.instance)
-    from optsched.mip.description import MIP_FAMILIES
-    from optsched.round_policies import policy_families
-
     fams = sorted(policy_families(instance) - set(MIP_FAMILIES))
     if fams:  # the shared MIP description does not model them: refuse rather than drop them
-        from optsched.errors import InputError
-
         raise InputError("instance", args.instance, f"uses the policy families {fams}, which the exported MIP does not model")
     model = build(instance).model
     if args.relax:

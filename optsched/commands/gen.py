@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.gen import generate, generate_suite
+from optsched.io import write_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -101,9 +103,6 @@ def generator_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.gen import generate, generate_suite
-    from optsched.io import write_json
-
     opts = generator_options(args)
     if args.count < 1:
         raise InputError("--count", args.count, "must be >= 1")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from optsched.registry import methods
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", choices=["exact", "heuristic", "learned"], help="only this family")
@@ -24,8 +26,6 @@ def _available(info) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.registry import methods
-
     infos = methods(args.family)
     rows = []
     for m in infos:

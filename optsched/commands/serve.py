@@ -15,6 +15,7 @@ import ipaddress
 import os
 
 from optsched.errors import InputError
+from optsched.extras import require_extra
 
 #: environment variables read when the flag is not given
 TOKEN_ENV = "OPTSCHED_TOKEN"
@@ -38,10 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.extras import require_extra
-
     uvicorn = require_extra("uvicorn", "service", "optsched serve")
-    from optsched.service import create_app
+    from optsched.service import create_app  # lazy: the service imports fastapi, an optional extra
 
     cfg = service_config(args)
     uvicorn.run(create_app(cfg), host=args.host, port=args.port, log_level=args.log_level)
@@ -61,7 +60,7 @@ def is_loopback(host: str) -> bool:
 def service_config(args: argparse.Namespace):
     """The :class:`~optsched.service.ServiceConfig` of the command line (and its environment
     variables); refuses a non-loopback ``--host`` without a token unless ``--insecure``."""
-    from optsched.service import ServiceConfig
+    from optsched.service import ServiceConfig  # lazy: optsched.service imports fastapi, an optional extra
 
     if not 0 <= args.port <= 65535:
         raise InputError("--port", args.port, "must be in 0..65535")

@@ -9,13 +9,20 @@ lists them), so runs that differ never overwrite each other; prints a summary ta
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from optsched.errors import InputError
-
-if TYPE_CHECKING:
-    from optsched.sim.workload import CsvSchema
+from optsched.registry import get_method
+from optsched.sim.config import SimConfig
+from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
+from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
+from optsched.sim.plots import plot_runs
+from optsched.sim.policies import POLICIES
+from optsched.sim.shadow import write_rounds_csv
+from optsched.sim.traces import CsvSchema
+from optsched.sim.workload import parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,12 +104,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.registry import get_method
-    from optsched.sim.engine import SimConfig
-    from optsched.sim.experiment import parse_duration, prepare, run_grid
-    from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
-    from optsched.sim.policies import POLICIES
-
     policies = [s.strip() for s in args.policy.split(",") if s.strip()]
     allocators = [s.strip() for s in args.allocator.split(",") if s.strip()]
     for pol in policies:
@@ -126,8 +127,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--packing-tolerance", args.packing_tolerance, "must be in [0, 1): the share of a round's worth packing may give up")
     if args.max_moves is not None and args.max_moves < 0:
         raise InputError("--max-moves", args.max_moves, "must be >= 0: the running jobs that may change nodes per round")
-    from optsched.sim.experiment import check_deterministic_time
-
     try:
         check_deterministic_time([*allocators, *([args.shadow] if args.shadow else [])], args.deterministic_time)
     except InputError as e:
@@ -136,14 +135,12 @@ def run(args: argparse.Namespace) -> int:
         args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
         length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
         min_duration=args.min_duration, max_duration=args.max_duration, cap_mode=args.cap_mode, seed=args.seed,
-        mix=_mix(args.mix), restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
+        mix=parse_mix(args.mix), restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
         schema=_schema(args),
     )
     if len(setup.workload) == 0:
         raise InputError("--start/--length", f"{args.start}/{args.length}", "the window holds no jobs")
     out = Path(args.out)
-    import sys
-
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
     cfg = SimConfig(
         round_s=parse_duration(args.round, "--round"), fair=args.fair,
@@ -166,8 +163,6 @@ def run(args: argparse.Namespace) -> int:
         stem = run_stem(res)  # <policy>-<allocator>-s<seed>-<hash of every setting that changes the result>
         shadow_rounds = res.info.pop("shadow_rounds", None)
         if shadow_rounds is not None:
-            from optsched.sim.shadow import write_rounds_csv
-
             write_rounds_csv(shadow_rounds, out / f"{stem}.rounds.csv")
         write_metrics_json(res, out / f"{stem}.metrics.json")
         write_jobs_csv(res, out / f"{stem}.jobs.csv")
@@ -175,8 +170,6 @@ def run(args: argparse.Namespace) -> int:
         runs[f"{pol}/{a}"] = res
     print(_table(runs))
     if args.plot:
-        from optsched.sim.plots import plot_runs
-
         print(f"plot: {plot_runs(runs, out / 'runs.png')}", file=sys.stderr)
     return 0
 
@@ -184,8 +177,6 @@ def run(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> CsvSchema | None:
     """The CSV layout of ``--schema`` and ``--columns`` (columns merged, ``--columns`` winning),
     with ``--time-unit``; ``None`` when neither is given."""
-    from optsched.sim.workload import CsvSchema
-
     if args.schema is None and args.columns is None:
         if args.time_unit is not None:
             raise InputError("--time-unit", args.time_unit, "applies only with --columns or --schema")
@@ -196,7 +187,7 @@ def _schema(args: argparse.Namespace) -> CsvSchema | None:
     return CsvSchema(columns, time_unit=args.time_unit or "s")
 
 
-def _mix(text: str | None) -> dict[str, float] | None:
+def parse_mix(text: str | None) -> dict[str, float] | None:
     if not text:
         return None
     out = {}

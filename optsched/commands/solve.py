@@ -19,6 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.io import load_instance, load_schedule, write_json
+from optsched.result import gap
+from optsched.solve import SolverBug, _resolve, solve_round
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,9 +54,6 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.io import load_instance, load_schedule, write_json
-    from optsched.solve import SolverBug, solve_round
-
     instance = load_instance(args.instance)
     hint = None
     if args.hint:
@@ -64,8 +64,6 @@ def run(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     log: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if args.solver_log:
-        from optsched.solve import _resolve  # the method solve_round will run
-
         name = _resolve(instance, args.method, args.solver, args.time_limit)[0].name
         if name in SEARCH_LOGS:
             options["log"], log = True, _stdout_to_stderr()
@@ -94,8 +92,6 @@ SEARCH_LOGS = frozenset({"cpsat", "cpsat+maifs", "scip", "cbc", "pulp"})
 
 def _print_progress(t_s: float, objective: float | None, bound: float | None) -> None:
     """One ``-v`` line: time, incumbent, bound and their gap."""
-    from optsched.result import gap
-
     g = gap(objective, bound) if objective is not None else None
     fmt = lambda x: "-" if x is None else f"{x:.6g}"  # noqa: E731
     print(f"optsched: {t_s:8.3f}s incumbent={fmt(objective)} bound={fmt(bound)} gap={'-' if g is None else f'{100 * g:.3f}%'}",

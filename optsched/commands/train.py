@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.ship and not args.ship.endswith(".npz"):
         raise InputError("--ship", args.ship, "must name a .npz weights file (what numpy inference loads)")
-    from optsched.learned.train import TrainConfig, run_training
+    from optsched.learned.train import TrainConfig, run_training  # lazy: training imports torch, the `train` extra
 
     cfg = TrainConfig(
         out=args.out, cache=args.cache, sizes=_sizes(args.sizes), train_rounds=args.train_rounds, val_rounds=args.val_rounds,

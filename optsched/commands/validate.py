@@ -20,7 +20,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from optsched.bench.index import instance_files
+from optsched.checker import check_schedule
 from optsched.errors import InputError
+from optsched.io import load_instance, load_json, write_json
+from optsched.learned.decode import log_likelihood, target_arrays
+from optsched.learned.features import featurise
+from optsched.learned.labels import _node_class_key
+from optsched.registry import get_method
+from optsched.schedule import Schedule
+from optsched.solve import solve_round
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,11 +50,6 @@ def validate_decision(
     instance: Any, decision: Any, *, time_limit: float, solver: str = "cpsat", seed: int = 0, loglik: bool = False, weights: str | None = None
 ) -> dict[str, Any]:
     """The validation report of one decision (raw schedule JSON) for one round (see module doc)."""
-    from optsched.checker import check_schedule
-    from optsched.learned.labels import _node_class_key
-    from optsched.schedule import Schedule
-    from optsched.solve import solve_round
-
     report = check_schedule(instance, decision)
     feasible = report.feasible
     ref = solve_round(instance, solver=solver, time_limit=time_limit, seed=seed)
@@ -108,10 +114,10 @@ def validate_decision(
 
 
 def _loglik(instance: Any, schedule: Any, weights: str | None) -> dict[str, float]:
-    from optsched.learned.decode import log_likelihood, target_arrays
-    from optsched.learned.features import featurise
-    from optsched.learned.policy import PolicyNet, collate, torch  # the `train` extra
-    from optsched.learned.solver import load_policy
+    from optsched.learned.policy import PolicyNet, collate, torch  # lazy: torch, the `train` extra
+    from optsched.learned.solver import (
+        load_policy,  # lazy: loads OR-Tools (~0.6 s), which every CLI verb would pay otherwise
+    )
 
     net = PolicyNet.from_weights(load_policy(weights)).eval()
     f = featurise(instance)
@@ -122,9 +128,6 @@ def _loglik(instance: Any, schedule: Any, weights: str | None) -> dict[str, floa
 
 
 def _pairs(inst_arg: str, dec_arg: str) -> list[tuple[Path, Path]]:
-    from optsched.bench.index import instance_files
-    from optsched.io import load_json
-
     ip, dp = Path(inst_arg), Path(dec_arg)
     for p, name in ((ip, "instance"), (dp, "decision")):
         if not p.exists():
@@ -194,20 +197,14 @@ def _table(reports: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.io import load_instance, load_json, write_json
-
     if not args.time_limit > 0:
         raise InputError("--time-limit", args.time_limit, "must be positive")
-    from optsched.registry import get_method
-
     get_method(args.solver)
     pairs = _pairs(args.instance, args.decision)
     batch = Path(args.instance).is_dir()
     reports = []
     iterator: Any = pairs
     if batch:
-        from tqdm import tqdm
-
         iterator = tqdm(pairs, desc="validating", unit="round", file=sys.stderr)
     for ip, dp in iterator:
         inst = load_instance(ip)

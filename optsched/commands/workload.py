@@ -10,7 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from optsched.commands.simulate import parse_mix
 from optsched.errors import InputError
+from optsched.sim.synthetic import describe, resolve_spec, synthetic_trace
+from optsched.sim.traces import write_trace_csv
+from optsched.sim.workload import parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,11 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.commands.simulate import _mix
-    from optsched.sim.experiment import parse_duration
-    from optsched.sim.synthetic import describe, resolve_spec, synthetic_trace
-    from optsched.sim.workload import write_trace_csv
-
     over: dict[str, Any] = {"seed": args.seed}
     for key, flag in (("jobs", "jobs"), ("rate_per_h", "rate"), ("load", "load"), ("gpus", "gpus"), ("duration", "duration"),
                       ("gang_share", "gang_share"), ("node_gpus", "node_gpus"), ("source", "source"),
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sizes is not None:
         over["sizes"] = _sizes(args.sizes)
     if args.mix is not None:
-        over["mix"] = _mix(args.mix)
+        over["mix"] = parse_mix(args.mix)
     spec = resolve_spec(args.preset, **over)
     trace = synthetic_trace(spec)
     if args.out:

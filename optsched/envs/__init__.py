@@ -15,17 +15,14 @@ require_extra("gymnasium", "rl", "the RL environments (optsched.envs)")
 from optsched.envs.builder import EnvSizes, RoundBuilder  # noqa: E402
 from optsched.envs.export import save_episode, schedule_json  # noqa: E402
 from optsched.envs.round_env import RoundEnv, random_round  # noqa: E402
+from optsched.envs.sim_env import SimEnv  # noqa: E402
 
 __all__ = ["EnvSizes", "RoundAECEnv", "RoundBuilder", "RoundEnv", "SimEnv", "random_round", "save_episode", "schedule_json"]
 
 
-def __getattr__(name: str):  # SimEnv and the PettingZoo environment load on first use
-    if name == "SimEnv":
-        from optsched.envs.sim_env import SimEnv
-
-        return SimEnv
+def __getattr__(name: str):  # the PettingZoo environment loads on first use
     if name == "RoundAECEnv":
-        from optsched.envs.multi_agent import RoundAECEnv
+        from optsched.envs.multi_agent import RoundAECEnv  # lazy: pettingzoo is optional even with gymnasium installed
 
         return RoundAECEnv
     raise AttributeError(name)

@@ -18,10 +18,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from optsched import catalogue
 from optsched.envs.builder import EnvSizes, RoundBuilder, allowed
 from optsched.envs.export import DecisionAccess
 from optsched.envs.spaces import action_space, observation_space
 from optsched.errors import InputError
+from optsched.gen import generate
 from optsched.model import Instance
 
 __all__ = ["RoundEnv", "random_round"]
@@ -32,9 +34,6 @@ InstanceSource = Instance | Sequence[Instance] | Callable[[np.random.Generator],
 def random_round(rng: np.random.Generator, sizes: EnvSizes) -> Instance:
     """A random round that fits ``sizes`` (``optsched.gen``): 1-4 nodes of one or two GPU types,
     some jobs already running, the largest catalogue grid that fits ``max_grid``."""
-    from optsched import catalogue
-    from optsched.gen import generate
-
     grids = [g for g in catalogue.GRIDS if len(catalogue.CPU_GRIDS[g]) <= sizes.max_grid[0] and len(catalogue.MEM_GRIDS[g]) <= sizes.max_grid[1]]
     if not grids:
         raise InputError("max_grid", sizes.max_grid, "no catalogue grid fits; give rounds of your own")

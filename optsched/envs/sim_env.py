@@ -35,8 +35,10 @@ from optsched.envs.export import DecisionAccess
 from optsched.envs.spaces import OBS_HIGH, action_space, observation_space
 from optsched.errors import InputError
 from optsched.model import Instance, Node, Round
-from optsched.sim.engine import SimConfig, SimResult, simulate_steps
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate_steps
 from optsched.sim.policies import get_policy
+from optsched.sim.result import SimResult
 from optsched.sim.workload import SimJob, Workload
 
 __all__ = ["SimEnv"]

@@ -7,7 +7,7 @@
 - :func:`residual_round`: the round left after some jobs were placed (their capacity removed,
   they leave the round): the state DAgger relabels.
 - :func:`label_rounds`: solve rounds exactly on a backend (a local process pool by default, or
-  Ray: :mod:`optsched.bench.backends`), deterministic (fixed seed), cached by a hash of the round
+  Ray: :mod:`optsched.parallel`), deterministic (fixed seed), cached by a hash of the round
   and the solver settings (so runs resume where they stopped). Workers return the label and the
   caller writes the cache, so remote workers need no shared file system.
 """
@@ -24,11 +24,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from optsched.bench.backends import Backend, get_backend
 from optsched.capacity import residual_round
 from optsched.checker import check_schedule
 from optsched.io import load_json, write_json
 from optsched.model import Instance
+from optsched.parallel import Backend, get_backend
 from optsched.schedule import Assignment, Schedule
 from optsched.solve import solve_round
 

@@ -31,7 +31,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from optsched import __version__
+from optsched.checker import check_schedule
 from optsched.errors import InputError, jsonable, safe_text
+from optsched.registry import get_method, methods
 from optsched.service.config import ServiceConfig
 from optsched.service.guard import RequestGuard
 from optsched.service.pool import OverCapacity, PoolError, SolvePool, Unavailable, WorkerCrashed, WorkerTimeout
@@ -105,8 +108,6 @@ def _schema_error_item(e: dict[str, Any]) -> dict[str, Any]:
 def _method_info(solver: str | None, field: str = "solver"):
     if solver is None:
         return None
-    from optsched.registry import get_method
-
     try:
         return get_method(solver)
     except InputError as e:
@@ -187,8 +188,6 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The HTTP service over ``config`` (defaults: one worker per core, queue 16, time limits 10/60 s)."""
-    from optsched import __version__
-
     cfg = config or ServiceConfig()
     pool = SolvePool(cfg.workers, cfg.queue)
 
@@ -214,8 +213,6 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     @app.get("/v1/methods", response_model=list[MethodModel], tags=["rounds"])
     async def list_methods() -> list[dict[str, Any]]:
         """The registered solve methods (as ``optsched methods --json``)."""
-        from optsched.registry import methods
-
         return [m.to_dict() for m in methods()]
 
     @app.post("/v1/solve", response_model=SolveResponse, responses=POOL_ERRORS, tags=["rounds"])
@@ -239,8 +236,6 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     @app.post("/v1/check", response_model=CheckResponse, responses=CHECK_ERRORS, tags=["rounds"])
     def check(req: CheckRequest) -> dict[str, Any]:
         """The independent checker: feasibility (every violated rule) and the recomputed objective."""
-        from optsched.checker import check_schedule
-
         return check_schedule(req.instance, req.schedule.contract_dict()).to_dict()
 
     @app.post("/v1/validate", response_model=ValidateResponse, responses=POOL_ERRORS, tags=["rounds"])

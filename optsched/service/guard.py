@@ -20,6 +20,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from optsched.errors import InputError
+from optsched.io import parse_json
 
 __all__ = ["OPEN_PATHS", "RequestGuard"]
 
@@ -68,8 +69,6 @@ class RequestGuard:
                 break
         body = b"".join(chunks)
         if body:
-            from optsched.io import parse_json
-
             try:
                 parse_json(body)
             except InputError as e:

@@ -78,7 +78,7 @@ class LoadReport:
 def run_load(base_url: str, bodies: list[dict[str, Any]], *, path: str = "/v1/solve", clients: int = 8,
              timeout_s: float = 120.0) -> LoadReport:
     """POST every body in ``bodies`` once to ``base_url + path`` from ``clients`` concurrent clients."""
-    import httpx
+    import httpx  # lazy: httpx is no dependency of optsched; only load tests need it
 
     todo: queue.Queue[dict[str, Any]] = queue.Queue()
     for b in bodies:

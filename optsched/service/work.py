@@ -13,8 +13,12 @@ import signal
 import traceback
 from typing import Any
 
+from optsched import registry
+from optsched.commands.validate import validate_decision
 from optsched.errors import InputError
+from optsched.model import Instance
 from optsched.registry import MethodInfo
+from optsched.solve import solve_round
 
 __all__ = ["TASKS", "run_task", "serve_forever"]
 
@@ -27,15 +31,11 @@ def _sync_method(info: MethodInfo | None) -> None:
     """
     if info is None:
         return
-    from optsched import registry
-
     if registry._METHODS.get(info.name) != info:
         registry._METHODS[info.name] = info
 
 
 def _solve(p: dict[str, Any]) -> dict[str, Any]:
-    from optsched.solve import solve_round
-
     _sync_method(p.get("method_info"))
     result = solve_round(p["instance"], p["method"], solver=p["solver"], time_limit=p["time_limit"], seed=p["seed"], hint=p["hint"],
                          options=p.get("options"))
@@ -43,9 +43,6 @@ def _solve(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(p: dict[str, Any]) -> dict[str, Any]:
-    from optsched.commands.validate import validate_decision
-    from optsched.model import Instance
-
     _sync_method(p.get("method_info"))
     return validate_decision(Instance.from_dict(p["instance"]), p["decision"], time_limit=p["time_limit"], solver=p["solver"],
                              seed=p["seed"], loglik=p["loglik"])
@@ -71,11 +68,15 @@ def run_task(kind: str, payload: dict[str, Any]) -> tuple[str, Any]:
         return "error", f"{type(e).__name__}: {e}{where}"
 
 
+#: methods whose modules a worker loads before its first request (OR-Tools and all)
+_WARM = ("cpsat", "lns")
+
+
 def _warm() -> None:
-    """Import the default solvers' backends now, so the first request does not pay for it."""
-    import optsched.exact.cpsat  # noqa: F401
-    import optsched.heuristics.lns  # noqa: F401
-    import optsched.solve  # noqa: F401
+    """Load the default solvers' classes now (through the registry, by name), so the first
+    request does not pay for importing OR-Tools."""
+    for name in _WARM:
+        registry.get_method(name).load()
 
 
 def serve_forever(conn: Any) -> None:

@@ -49,12 +49,15 @@ __all__ = [
     "SLO_NONE",
     "SLO_REJECTED",
     "SLO_STATES",
+    "admission_step",
     "deadline_metrics",
     "due_weights",
     "edf_fits",
     "job_rates",
     "mark_deadlines",
 ]
+
+_EPS = 1e-9  #: the engine's time tolerance (seconds)
 
 #: per-job SLO state codes (the ``slo`` column of a run's jobs)
 SLO_NONE, SLO_ADMITTED, SLO_REJECTED, SLO_DEMOTED = 0, 1, 2, 3
@@ -145,3 +148,37 @@ def deadline_metrics(jobs: dict[str, np.ndarray]) -> dict[str, float | int | Non
         "admitted_deadline_satisfaction": float((met & admitted).sum() / admitted.sum()) if admitted.any() else None,
         "best_effort_avg_jct_s": float(jct[be].mean()) if be.any() else None,
     }
+
+
+def admission_step(
+    t: float, R: float, active: np.ndarray, deadline: np.ndarray, slo: np.ndarray, undecided: np.ndarray, best: np.ndarray,
+    slow: np.ndarray, remaining: np.ndarray, demand_thr: np.ndarray, gpus: np.ndarray, total_gpus: float, rate: np.ndarray,
+    delay_left: np.ndarray, restart: np.ndarray, ever_ran: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Admission of the SLO jobs that arrived (earliest deadline first), demotion of admitted jobs
+    that can no longer finish at their best rate; returns ``(admitted, due)`` masks over ``active``
+    (optsched.sim.deadlines states the rules)."""
+    rem_d = remaining[active] / demand_thr[active]  # run time left at demand on a speed-1.0 GPU
+    pending = np.where(rate[active] > 0, delay_left[active], np.where(ever_ran[active], restart[active], 0.0))
+    with np.errstate(divide="ignore"):
+        at_best = pending + np.where(best[active] > 0, rem_d / np.maximum(best[active], 1e-300), np.inf)
+        at_demand = pending + np.where(slow[active] > 0, rem_d / np.maximum(slow[active], 1e-300), np.inf)
+    left = deadline[active] - t
+    new = np.flatnonzero(undecided[active])
+    for k in new[np.argsort(deadline[active[new]], kind="stable")]:
+        j = active[k]
+        undecided[j] = False
+        if not at_best[k] <= left[k]:
+            slo[j] = SLO_REJECTED
+            continue
+        mine = np.flatnonzero(slo[active] == SLO_ADMITTED)
+        cand = np.append(mine, k)
+        rounds_needed = np.ceil(at_demand[cand] / R - 1e-9) * R  # resources free only at round boundaries
+        ok = edf_fits(t, deadline[active[cand]], gpus[active[cand]] * rounds_needed, total_gpus)
+        slo[j] = SLO_ADMITTED if ok else SLO_REJECTED
+    admitted = slo[active] == SLO_ADMITTED
+    lost = admitted & ~(at_best <= left + _EPS)
+    slo[active[lost]] = SLO_DEMOTED
+    admitted &= ~lost
+    due = admitted & (R + at_demand > left)
+    return admitted, due

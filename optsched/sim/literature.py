@@ -1,6 +1,6 @@
 """Queue policies from the GPU-scheduling literature, as round weights (see ``formulations/policies.md``).
 
-Each turns the simulator's :class:`~optsched.sim.policies.QueueState` into one weight per active
+Each turns the simulator's :class:`~optsched.sim.policy_base.QueueState` into one weight per active
 job, like the policies of :mod:`optsched.sim.policies`, so any of them runs with any allocator:
 
 * ``srtf`` -- shortest remaining *time* first (Tiresias' oracle baseline; ``srf`` ranks by
@@ -20,7 +20,7 @@ job, like the policies of :mod:`optsched.sim.policies`, so any of them runs with
   its remaining run time at its equal-share speed (the jobs that set the makespan first), divided
   by that speed as for ``gavel``, so each GPU goes to the job with the most time left.
 
-Order-based policies use :func:`~optsched.sim.policies.rank_weights` (head weighs 1, tail
+Order-based policies use :func:`~optsched.sim.policy_base.rank_weights` (head weighs 1, tail
 ``1 / spread``).
 """
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.sim.policies import QueueState, _check_spread, rank_weights
+from optsched.sim.policy_base import QueueState, check_spread, rank_weights
 
 __all__ = ["LITERATURE_POLICIES", "FinishTimeFairness", "GavelMakespan", "GavelMaxMin", "GittinsIndex", "SRTF", "finish_time_fairness",
            "gittins_index"]
@@ -53,7 +53,7 @@ class SRTF:
     name: str = "srtf"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
 
     def weights(self, state: QueueState) -> np.ndarray:
         return rank_weights(np.lexsort((state.submit_s, state.remaining_s)), self.spread)
@@ -110,7 +110,7 @@ class GittinsIndex:
     name: str = "gittins"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
         if not self.first > 0 or not math.isfinite(self.first):
             raise InputError("policy.first", self.first, "must be > 0")
         if not self.ratio > 1 or not math.isfinite(self.ratio):
@@ -183,7 +183,7 @@ class FinishTimeFairness:
     name: str = "themis"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
 
     def weights(self, state: QueueState) -> np.ndarray:
         return rank_weights(np.lexsort((state.submit_s, -finish_time_fairness(state))), self.spread)
@@ -205,7 +205,7 @@ class GavelMaxMin:
     name: str = "gavel"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
 
     def shares(self, state: QueueState) -> np.ndarray:
         work = np.asarray(_need(state, "work_s", "gavel"), dtype=np.float64)
@@ -247,7 +247,7 @@ class GavelMakespan:
     name: str = "gavel-makespan"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
         if not isinstance(self.per_gpu, bool):
             raise InputError("policy.per_gpu", self.per_gpu, "must be true or false")
 

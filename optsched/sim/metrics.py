@@ -1,5 +1,6 @@
-"""Run metrics: JCT statistics, makespan, queueing delay, utilisation, churn and solver effort;
-and the files ``optsched simulate`` writes (a metrics JSON and a per-job CSV)."""
+"""The files ``optsched simulate`` writes for a run (a metrics JSON and a per-job CSV) and reads
+back, run ids, and comparisons across runs (means with confidence intervals, improvements); the
+run's headline numbers themselves are :func:`optsched.sim.result.summarise`."""
 
 from __future__ import annotations
 
@@ -9,78 +10,13 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from optsched.sim.engine import SimResult
+from optsched.sim.result import SimResult, finite_or_none, summarise
 
-__all__ = ["compare", "mean_ci", "read_run", "run_id", "run_stem", "summarise", "write_jobs_csv", "write_metrics_json"]
-
-
-def _f(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-def _time_avg(rounds: Mapping[str, np.ndarray], key: str, end: float) -> float | None:
-    """Time-weighted average of a per-round quantity over ``[first round, end)``; the clock's
-    jumps over idle periods count as zero."""
-    t = rounds["t_s"]
-    if t.size == 0 or end <= t[0]:
-        return None
-    lengths = np.clip(np.minimum(t + rounds["span_s"], end) - t, 0.0, None)
-    return float(np.sum(rounds[key] * lengths) / (end - t[0]))
-
-
-def summarise(result: SimResult) -> dict[str, Any]:
-    """The run's headline numbers (seconds; shares in [0, 1]); ``None`` where undefined."""
-    jobs, rounds = result.jobs, result.rounds
-    fin = np.isfinite(jobs["finish_s"])
-    jct = (jobs["finish_s"] - jobs["submit_s"])[fin]
-    started = np.isfinite(jobs["start_s"])
-    delay = (jobs["start_s"] - jobs["submit_s"])[started]
-    first = float(jobs["submit_s"].min()) if jobs["submit_s"].size else 0.0
-    end = float(jobs["finish_s"][fin].max()) if fin.any() else first
-    round_s = float(result.info.get("config", {}).get("round_s", 300.0))
-    spans = rounds["span_s"]
-    solved = rounds["solved"] > 0 if rounds["solved"].size else np.zeros(0, dtype=bool)
-    solve_s = rounds["solve_s"][solved]
-    gaps = rounds["gap"][solved]
-    gaps = gaps[np.isfinite(gaps)]
-    out: dict[str, Any] = {
-        "jobs": int(jobs["submit_s"].size),
-        "finished": int(fin.sum()),
-        "unfinished": int((~fin).sum()),
-        "avg_jct_s": _f(jct.mean()) if jct.size else None,
-        "median_jct_s": _f(np.median(jct)) if jct.size else None,
-        "p95_jct_s": _f(np.percentile(jct, 95)) if jct.size else None,
-        "p99_jct_s": _f(np.percentile(jct, 99)) if jct.size else None,
-        "makespan_s": _f(end - first) if fin.any() else None,
-        "avg_queueing_delay_s": _f(delay.mean()) if delay.size else None,
-        "avg_slowdown": _f(np.mean(jct / jobs["duration_s"][fin])) if jct.size else None,
-        "gpu_util": _time_avg(rounds, "gpu_util", end),
-        "cpu_util": _time_avg(rounds, "cpu_util", end),
-        "mem_util": _time_avg(rounds, "mem_util", end),
-        "preemptions": int(jobs["preemptions"].sum()),
-        "moves": int(jobs["moves"].sum()),
-        "rounds": int(round(float(spans.sum()) / round_s)),  #: rounds simulated
-        "steps": int(rounds["t_s"].size),  #: of which the engine stepped through one by one (the rest in blocks)
-        "solver_calls": int(solved.sum()),
-        "solve_s_mean": _f(solve_s.mean()) if solve_s.size else None,
-        "solve_s_p95": _f(np.percentile(solve_s, 95)) if solve_s.size else None,
-        "solve_s_max": _f(solve_s.max()) if solve_s.size else None,
-        "solve_s_total": _f(solve_s.sum()) if solve_s.size else 0.0,
-        "solve_cpu_s_total": _f(float(rounds["solve_cpu_s"].sum())),
-        "gap_mean": _f(gaps.mean()) if gaps.size else None,
-        "gap_max": _f(gaps.max()) if gaps.size else None,
-        "wall_s": _f(result.info.get("wall_s", math.nan)),
-        "cpu_s": _f(result.info.get("cpu_s", math.nan)),
-    }
-    from optsched.sim.deadlines import deadline_metrics
-
-    out.update(deadline_metrics(jobs))  #: SLO counts and deadline satisfaction, when the run had SLO jobs
-    return out
+__all__ = ["compare", "mean_ci", "read_run", "run_id", "run_stem", "write_jobs_csv", "write_metrics_json"]
 
 
 def run_id(manifest: Mapping[str, Any]) -> str:
@@ -111,7 +47,7 @@ def write_metrics_json(result: SimResult, path: str | Path) -> Path:
     :func:`optsched.sim.experiment.run`)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    timeline = {k: [_f(x) for x in v.tolist()] for k, v in result.rounds.items()}
+    timeline = {k: [finite_or_none(x) for x in v.tolist()] for k, v in result.rounds.items()}
     info = dict(result.info)
     head = {"manifest": _jsonable(info.pop("manifest")), "run_id": info.pop("run_id", None)} if "manifest" in info else {}
     doc = {**head, "run": _jsonable(info), "metrics": summarise(result), "timeline": timeline}
@@ -139,8 +75,6 @@ def read_run(metrics_json: str | Path, jobs_csv: str | Path | None = None) -> Si
     """A :class:`SimResult` back from the files :func:`write_metrics_json` (and, for the per-job
     columns, :func:`write_jobs_csv`) wrote: enough to summarise and plot a finished run again.
     Without ``jobs_csv`` the per-job columns are empty."""
-    from optsched.sim.engine import SimResult
-
     doc = json.loads(Path(metrics_json).read_text())
     rounds = {k: np.array([math.nan if x is None else x for x in v], dtype=np.float64) for k, v in doc["timeline"].items()}
     jobs: dict[str, np.ndarray] = {k: np.zeros(0) for k in ("submit_s", "start_s", "finish_s", "duration_s", "preemptions", "moves")}
@@ -175,7 +109,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (float, np.floating)):
-        return _f(float(v))
+        return finite_or_none(float(v))
     return v
 
 
@@ -186,7 +120,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
         return math.nan, math.nan
     if x.size == 1:
         return float(x[0]), 0.0
-    from scipy import stats
+    from scipy import stats  # lazy: scipy.stats costs about a second to import and only confidence intervals need it
 
     half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     return float(x.mean()), float(half)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from optsched.extras import pyplot
-from optsched.sim.engine import SimResult
+from optsched.sim.result import SimResult
 
 __all__ = ["plot_jct_cdf", "plot_queue", "plot_runs", "plot_utilisation"]
 

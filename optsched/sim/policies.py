@@ -14,58 +14,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.sim.literature import LITERATURE_POLICIES
+from optsched.sim.policy_base import QueuePolicy, QueueState, check_spread, rank_weights
 
-__all__ = ["FIFO", "LAS", "POLICIES", "MaxMinFairness", "QueuePolicy", "QueueState", "ShortestRemaining", "get_policy", "rank_weights"]
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """The active (arrived, unfinished) jobs as a policy sees them; one entry per job."""
-
-    now: float
-    submit_s: np.ndarray  #: arrival time
-    gpus: np.ndarray  #: gang size
-    attained_gpu_s: np.ndarray  #: GPU-seconds held so far (Tiresias' 2D attained service)
-    remaining_s: np.ndarray  #: remaining run time at the fixed demand on a speed-1.0 GPU
-    running: np.ndarray  #: bool, holds GPUs now
-    #: optional extras (``None`` when the caller does not know them; policies that need one say so)
-    work_s: np.ndarray | None = None  #: total run time at the fixed demand on a speed-1.0 GPU (the trace's duration)
-    equal_speed: np.ndarray | None = None  #: the job's mean GPU speed over the cluster's GPUs it may use
-    total_gpus: float | None = None  #: GPUs in the cluster
-    finished_gpu_s: np.ndarray | None = None  #: attained GPU-seconds of the jobs finished so far (history)
-
-
-class QueuePolicy(Protocol):
-    """``weights(state)``: one weight > 0 per active job. A policy may also define
-    ``stable_for(state) -> float``: seconds from ``state.now`` during which its weights stay the
-    same provided no job arrives or finishes and the running jobs keep running; the engine then
-    advances that many rounds at once. ``preemptive`` (default true when absent) says whether the
-    policy, as its users know it, stops a running job for a job it ranks higher; the simulator's
-    ``SimConfig(preemption="auto")`` follows it."""
-
-    name: str
-
-    def weights(self, state: QueueState) -> np.ndarray: ...
-
-
-def rank_weights(order: np.ndarray, spread: float) -> np.ndarray:
-    """Weights for jobs listed in priority order ``order`` (indices, best first)."""
-    n = len(order)
-    w = np.empty(n)
-    if n == 0:
-        return w
-    w[order] = np.exp(np.arange(n, dtype=np.float64) * (-math.log(spread) / max(n - 1, 1)))
-    return w
-
-
-def _check_spread(spread: float) -> None:
-    if not np.isfinite(spread) or spread < 1:
-        raise InputError("policy.spread", spread, "must be >= 1")
+__all__ = ["FIFO", "LAS", "POLICIES", "MaxMinFairness", "ShortestRemaining", "get_policy"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +36,7 @@ class FIFO:
     preemptive: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
 
     def weights(self, state: QueueState) -> np.ndarray:
         sub = state.submit_s
@@ -100,7 +57,7 @@ class ShortestRemaining:
     name: str = "srf"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
 
     def weights(self, state: QueueState) -> np.ndarray:
         order = np.lexsort((state.submit_s, state.remaining_s * state.gpus))
@@ -118,7 +75,7 @@ class LAS:
     name: str = "las"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
         th = tuple(float(t) for t in self.thresholds)
         if any(t <= 0 for t in th) or any(b <= a for a, b in zip(th, th[1:], strict=False)):
             raise InputError("policy.thresholds", list(th), "must be positive and strictly increasing")
@@ -153,7 +110,7 @@ class MaxMinFairness:
     name: str = "maxmin"
 
     def __post_init__(self) -> None:
-        _check_spread(self.spread)
+        check_spread(self.spread)
 
     def weights(self, state: QueueState) -> np.ndarray:
         age = np.maximum(state.now - state.submit_s, 1.0)
@@ -161,7 +118,8 @@ class MaxMinFairness:
         return 1.0 / (1.0 + (self.spread - 1.0) * share)
 
 
-POLICIES = {"fifo": FIFO, "srf": ShortestRemaining, "las": LAS, "maxmin": MaxMinFairness}
+#: every queue policy by name: the ones above and the literature's (:mod:`optsched.sim.literature`)
+POLICIES: dict[str, type] = {"fifo": FIFO, "srf": ShortestRemaining, "las": LAS, "maxmin": MaxMinFairness, **LITERATURE_POLICIES}
 
 
 def get_policy(name: str, **kwargs: float) -> QueuePolicy:
@@ -171,9 +129,3 @@ def get_policy(name: str, **kwargs: float) -> QueuePolicy:
         raise InputError("policy", name, f"unknown queue policy; known: {sorted(POLICIES)}")
     return POLICIES[name](**kwargs)  # type: ignore[arg-type]
 
-
-# the literature's policies live in their own module; it imports this one, which the package's
-# __init__ always loads first (via the engine), so this late import is safe
-from optsched.sim.literature import LITERATURE_POLICIES  # noqa: E402
-
-POLICIES.update(LITERATURE_POLICIES)

@@ -1,6 +1,6 @@
 """Synthetic traces: Poisson arrivals, parametric or resampled durations and GPU counts.
 
-:func:`synthetic_trace` returns a :class:`~optsched.sim.workload.Trace`, so a generated workload
+:func:`synthetic_trace` returns a :class:`~optsched.sim.traces.Trace`, so a generated workload
 goes through ``window``, ``scale_load``, ``cap_sizes`` and ``build_workload`` exactly as a real
 trace does. Every setting lives in one frozen, validated :class:`SyntheticSpec`; a named
 preset (:data:`PRESETS`) is a spec, and keyword overrides replace some of its fields::
@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.sim.workload import Catalogue, Trace, default_catalogue, load_trace
+from optsched.sim.traces import Trace, load_trace
+from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
 
 __all__ = [
     "PRESETS",
@@ -296,7 +297,7 @@ def _draw_sizes_durations(spec: SyntheticSpec, rng: np.random.Generator, n: int)
 
 
 def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Catalogue | None = None, **overrides: Any) -> Trace:
-    """A synthetic :class:`~optsched.sim.workload.Trace` from a preset (or spec) and overrides.
+    """A synthetic :class:`~optsched.sim.traces.Trace` from a preset (or spec) and overrides.
 
     Parameters
     ----------
@@ -407,8 +408,6 @@ def parse_spec(text: str, *, seed: int | None = None) -> SyntheticSpec:
     ``sizes=1:0.5/8:0.5`` (``gpus:share`` pairs separated by ``/``) or a name;
     ``mix=image:0.2/language:0.8``; ``source=PATH``. ``seed`` is used unless the text sets one.
     """
-    from optsched.sim.experiment import parse_duration
-
     name, _, rest = text.partition(":")
     over: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
@@ -442,7 +441,6 @@ def parse_spec(text: str, *, seed: int | None = None) -> SyntheticSpec:
 def describe(trace: Trace, gpus: int | None = None, node_gpus: int = 8) -> str:
     """One line: jobs, arrival span, offered load on ``gpus`` GPUs (else the average GPUs
     asked for), and the share of jobs per size (per bucket when there are many sizes)."""
-    from optsched.sim.workload import offered_load
 
     n = len(trace)
     if n == 0:

@@ -1,7 +1,8 @@
-"""Execution backends for benchmark sweeps: one protocol, a local process pool by default.
+"""Parallel execution: one protocol, a local process pool by default, and Ray as an extra.
 
-A backend maps a picklable function over tasks and yields results as they complete, so the
-runner can append each row to the results file the moment it exists (nothing lost on a crash).
+A backend maps a picklable function over tasks and yields results as they complete, so a caller
+(benchmark sweeps, simulation grids, label generation) can keep each result the moment it exists
+(nothing lost on a crash). The Ray backend is :mod:`optsched.parallel.ray_backend`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from optsched.errors import InputError
+from optsched.extras import MissingExtra
 
 __all__ = ["Backend", "LocalPool", "Serial", "get_backend"]
 
@@ -58,10 +60,8 @@ def get_backend(name: str, *, workers: int | None = None, address: str | None = 
     if name == "serial":
         return Serial()
     if name == "ray":
-        from optsched.extras import MissingExtra
-
         try:
-            from optsched.bench.ray_backend import RayBackend
+            from optsched.parallel.ray_backend import RayBackend  # lazy: the module imports ray, an optional extra
         except MissingExtra as e:
             raise InputError("backend", name, str(e)) from None
         return RayBackend(address=address, workers=workers)

@@ -1,4 +1,4 @@
-"""Ray backend: the same ``imap_unordered`` as :class:`~optsched.bench.backends.LocalPool`, on a Ray cluster.
+"""Ray backend: the same ``imap_unordered`` as :class:`~optsched.parallel.LocalPool`, on a Ray cluster.
 
 Needs the optional extra ``ray`` (from a clone: ``pip install '.[ray]'``). With no ``address`` it joins a Ray
 instance already started in this process, else starts a local one (``workers`` CPUs, or all of

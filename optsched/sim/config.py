@@ -1,0 +1,98 @@
+"""The simulator's settings (:class:`SimConfig`) and how its preemption setting resolves against a
+queue policy (:func:`pins_running_jobs`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from optsched.elastic import mark_elastic
+from optsched.errors import InputError
+from optsched.model import Round
+from optsched.sim.deadlines import mark_deadlines
+from optsched.sim.policy_base import QueuePolicy
+
+__all__ = ["PREEMPTION", "SimConfig", "pins_running_jobs"]
+
+#: the values of ``SimConfig.preemption``
+PREEMPTION = ("auto", "none", "allowed")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation settings (their meaning: :mod:`optsched.sim.engine`)."""
+
+    round_s: float = 300.0
+    fair: bool = False  #: the rounds' ``round.fair`` (no job slower than at its demand)
+    queue_window: float | None = 2.0  #: waiting jobs offered per round, in multiples of cluster GPUs (None: all)
+    queue_min_jobs: int = 32  #: ... but at least this many waiting jobs (when there are)
+    horizon_s: float | None = None  #: stop at this simulated time; unfinished jobs are reported
+    check: bool = False  #: check every new schedule with the independent checker
+    reuse_unchanged: bool = True
+    progress: bool = True
+    name: str = "sim"
+    #: contract-v2 round policies (formulations/policies.md): guaranteed GPUs per tenant (jobs
+    #: carry their trace ``tenant``; others have no quota) and the moves allowed per round
+    tenant_quotas: Mapping[str, int] | None = None
+    max_moves: int | None = None
+    #: ``"drf"``: dominant resource fairness across the trace's tenants in every round (contract-v2
+    #: ``round.fairness``; every job carries its trace ``tenant``, jobs without one form one tenant);
+    #: ``"hug"``: HUG-style progress fairness over the actual allocation, the same way
+    fairness: str | None = None
+    #: deadline (SLO) jobs (optsched.sim.deadlines): this share of the jobs, drawn with
+    #: ``slo_seed``, must finish by ``submit + slo_slack x duration`` (jobs whose SimJob carries a
+    #: ``deadline_s`` are SLO jobs whatever the share)
+    slo_share: float = 0.0
+    slo_slack: float = 2.0
+    slo_seed: int = 0
+    #: Gandiva-style consolidation in every round (contract-v2 ``round.packing`` and its tolerance)
+    packing: str | None = None
+    packing_tolerance: float | None = None
+    #: elastic gangs (contract-v2 job ``elastic``; optsched.elastic): this share of the jobs, drawn
+    #: with ``elastic_seed``, may run with gpus/4 .. 4 x gpus GPUs (Amdahl scaling per model); the
+    #: allocator picks the size every round and a size change is a restart (jobs whose SimJob
+    #: carries an ``elastic`` spec are elastic whatever the share)
+    elastic_share: float = 0.0
+    elastic_seed: int = 0
+    #: ``"none"``: a running job is never preempted or moved (rounds pin it: job ``preemptible``
+    #: false; its cores and memory may still change); ``"allowed"``: the allocator may stop or move
+    #: any running job; ``"auto"``: the queue policy's own semantics (``policy.preemptive``: FIFO
+    #: does not preempt, LAS, SRTF and the others do), except that round policies which work by
+    #: preempting (tenant quotas, deadline jobs, DRF/HUG fairness) make it ``"allowed"``
+    #: (:func:`pins_running_jobs`). Elastic jobs are never pinned.
+    preemption: str = "auto"
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.round_s) or self.round_s <= 0:
+            raise InputError("round_s", self.round_s, "must be > 0 seconds")
+        if self.queue_window is not None and not self.queue_window > 0:
+            raise InputError("queue_window", self.queue_window, "must be > 0 (or None for all)")
+        if isinstance(self.queue_min_jobs, bool) or not isinstance(self.queue_min_jobs, int) or self.queue_min_jobs < 0:
+            raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
+        if self.horizon_s is not None and not self.horizon_s > 0:
+            raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+        if self.preemption not in PREEMPTION:
+            raise InputError("preemption", self.preemption, f"must be one of {list(PREEMPTION)}")
+        if self.preemption == "none" and self.tenant_quotas is not None:
+            raise InputError("preemption", self.preemption, "cannot be combined with tenant_quotas (reclaiming a quota preempts borrowers)")
+        if (self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None
+                or self.fairness is not None):
+            # the contract's checks, field names and all
+            Round(tenants=self.tenant_quotas, max_moves=self.max_moves, packing=self.packing, packing_tolerance=self.packing_tolerance,
+                  fairness=self.fairness)
+        mark_deadlines((), self.slo_share, self.slo_slack, 0)  # checks the share and the slack
+        if isinstance(self.slo_seed, bool) or not isinstance(self.slo_seed, int) or self.slo_seed < 0:
+            raise InputError("slo_seed", self.slo_seed, "must be an integer >= 0")
+        mark_elastic((), self.elastic_share, self.elastic_seed, 1)  # checks the share and the seed
+
+
+def pins_running_jobs(config: SimConfig, policy: QueuePolicy, deadlines: bool = False) -> bool:
+    """Whether rounds pin the running jobs: ``SimConfig.preemption`` resolved against the policy.
+    ``"auto"`` pins them under a non-preemptive policy (FIFO) unless a round policy of the run
+    works by preempting: tenant quotas (reclaim), deadline jobs (``deadlines``: a due job
+    preempts best-effort work) or DRF/HUG fairness (shares re-balanced every round)."""
+    if config.preemption == "auto":
+        needs = config.tenant_quotas is not None or deadlines or config.slo_share > 0 or config.fairness is not None
+        return not getattr(policy, "preemptive", True) and not needs
+    return config.preemption == "none"

@@ -1,0 +1,593 @@
+"""Traces for the simulator: the :class:`Trace` column table and reading it from CSV.
+
+A :class:`Trace` is a column table of jobs as a trace records them (arrival, run time, GPUs and,
+where the trace has them, CPU/memory requests, a GPU-type constraint and a model name). Loaders
+read four formats into it:
+
+* the normalized schema of ``../shared/traces/normalized/*.csv`` (:func:`load_normalized`);
+* the Philly per-job CSV of the Pollux artifact (:func:`load_philly`);
+* Alibaba GPU v2023 pod lists (:func:`load_alibaba_pods`);
+* the Helios format ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``
+  (:func:`load_helios`);
+* any other CSV layout that a :class:`CsvSchema` describes (its columns and time unit,
+  :func:`load_csv`).
+
+Every loader skips ``#`` comment lines and rebases submit times so that the first arrival is at
+0; :func:`write_trace_csv` writes a trace in the normalized schema.
+
+Replay conventions (``../shared/traces/README.md``): ``duration_s`` is the job's run time at its
+fixed demand on a speed-1.0 GPU on one node, so its *work* is ``duration_s x throughput(demand)``.
+Jobs that ask for no whole GPU (CPU-only pods) are dropped; fractional-GPU pods (Alibaba GPU
+sharing) are replayed as one whole GPU. Both are counted in :attr:`Trace.notes`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from optsched.errors import InputError
+
+__all__ = [
+    "LOADERS",
+    "SCHEMA_FIELDS",
+    "TIME_UNITS",
+    "CsvSchema",
+    "Trace",
+    "load_alibaba_pods",
+    "load_csv",
+    "load_helios",
+    "load_normalized",
+    "load_philly",
+    "load_trace",
+    "write_trace_csv",
+]
+
+
+# --- the trace table ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Jobs of a trace, one entry per job in every column, sorted by ``submit_s``.
+
+    Float columns hold ``nan`` and string columns ``""`` where the trace has no value.
+    ``cpu_cores`` / ``mem_gib`` are the job's *total* request (Alibaba); ``cpus_per_gpu`` /
+    ``mem_per_gpu_gb`` an explicit per-GPU fixed demand; ``model`` a catalogue model name.
+    """
+
+    name: str
+    job_id: tuple[str, ...]
+    submit_s: np.ndarray
+    duration_s: np.ndarray
+    gpus: np.ndarray
+    cpu_cores: np.ndarray
+    mem_gib: np.ndarray
+    cpus_per_gpu: np.ndarray
+    mem_per_gpu_gb: np.ndarray
+    tenant: tuple[str, ...]
+    gpu_type: tuple[str, ...]
+    model: tuple[str, ...]
+    notes: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.job_id)
+        for name in ("submit_s", "duration_s", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
+            arr = np.asarray(getattr(self, name), dtype=np.float64)
+            if arr.shape != (n,):
+                raise InputError(name, arr.shape, f"must have one value per job ({n})")
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        gpus = np.asarray(self.gpus, dtype=np.int64)
+        if gpus.shape != (n,):
+            raise InputError("gpus", gpus.shape, f"must have one value per job ({n})")
+        gpus.setflags(write=False)
+        object.__setattr__(self, "gpus", gpus)
+        for name in ("job_id", "tenant", "gpu_type", "model"):
+            col = tuple(getattr(self, name))
+            if len(col) != n:
+                raise InputError(name, len(col), f"must have one value per job ({n})")
+            object.__setattr__(self, name, col)
+        if len(set(self.job_id)) != n:
+            dup = next(j for j in self.job_id if self.job_id.count(j) > 1)
+            raise InputError("job_id", dup, "duplicate job id")
+        bad = np.flatnonzero(~np.isfinite(self.submit_s) | (self.submit_s < 0))
+        if bad.size:
+            raise InputError(f"submit_s[{self.job_id[bad[0]]}]", float(self.submit_s[bad[0]]), "must be a finite time >= 0")
+        bad = np.flatnonzero(~np.isfinite(self.duration_s) | (self.duration_s <= 0))
+        if bad.size:
+            raise InputError(f"duration_s[{self.job_id[bad[0]]}]", float(self.duration_s[bad[0]]), "must be a finite time > 0")
+        bad = np.flatnonzero(self.gpus < 1)
+        if bad.size:
+            raise InputError(f"gpus[{self.job_id[bad[0]]}]", int(self.gpus[bad[0]]), "must be >= 1")
+        if n > 1 and np.any(np.diff(self.submit_s) < 0):
+            raise InputError("submit_s", "unsorted", "jobs must be sorted by submit time (use Trace.from_rows)")
+        object.__setattr__(self, "notes", dict(self.notes))
+
+    def __len__(self) -> int:
+        return len(self.job_id)
+
+    @classmethod
+    def from_columns(cls, name: str, cols: Mapping[str, Sequence[Any]], notes: Mapping[str, int] | None = None) -> Trace:
+        """Build from columns (missing optional ones are filled), sorting stably by submit time."""
+        n = len(cols["job_id"])
+        nan = np.full(n, np.nan)
+        empty = ("",) * n
+        submit = np.asarray(cols["submit_s"], dtype=np.float64)
+        order = np.argsort(submit, kind="stable")
+
+        def f(key: str) -> np.ndarray:
+            return np.asarray(cols.get(key, nan), dtype=np.float64)[order]
+
+        def s(key: str) -> tuple[str, ...]:
+            col = cols.get(key, empty)
+            return tuple(str(col[i]) for i in order)
+
+        return cls(
+            name=name,
+            job_id=s("job_id"),
+            submit_s=submit[order],
+            duration_s=f("duration_s"),
+            gpus=np.asarray(cols["gpus"], dtype=np.int64)[order],
+            cpu_cores=f("cpu_cores"),
+            mem_gib=f("mem_gib"),
+            cpus_per_gpu=f("cpus_per_gpu"),
+            mem_per_gpu_gb=f("mem_per_gpu_gb"),
+            tenant=s("tenant"),
+            gpu_type=s("gpu_type"),
+            model=s("model"),
+            notes=dict(notes or {}),
+        )
+
+    def take(self, idx: np.ndarray, *, name: str | None = None, notes: Mapping[str, int] | None = None) -> Trace:
+        """The jobs at sorted integer positions ``idx`` (or a boolean mask)."""
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        pick = [int(i) for i in idx]
+        merged = dict(self.notes)
+        for k, v in (notes or {}).items():
+            merged[k] = merged.get(k, 0) + v
+        return Trace(
+            name=name or self.name,
+            job_id=tuple(self.job_id[i] for i in pick),
+            submit_s=self.submit_s[idx],
+            duration_s=self.duration_s[idx],
+            gpus=self.gpus[idx],
+            cpu_cores=self.cpu_cores[idx],
+            mem_gib=self.mem_gib[idx],
+            cpus_per_gpu=self.cpus_per_gpu[idx],
+            mem_per_gpu_gb=self.mem_per_gpu_gb[idx],
+            tenant=tuple(self.tenant[i] for i in pick),
+            gpu_type=tuple(self.gpu_type[i] for i in pick),
+            model=tuple(self.model[i] for i in pick),
+            notes=merged,
+        )
+
+    def with_columns(self, **cols: Any) -> Trace:
+        """A copy with some columns replaced (re-validated)."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d.update(cols)
+        return Trace(**d)
+
+
+# --- CSV readers ----------------------------------------------------------------------------------
+
+
+def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None,
+              comment: str = "#", what: str = "missing required column(s)") -> list[dict[str, str]]:
+    """The rows of a CSV file (lines starting with ``comment`` and empty lines skipped); every
+    column of ``required`` must be in its header, else an error naming the file's columns."""
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(_uncommented(fh, comment), fieldnames=list(header) if header else None)
+            rows = list(reader)
+            fields = reader.fieldnames or []
+    except FileNotFoundError:
+        raise InputError("path", str(p), "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("path", str(p), f"cannot be read: {e}") from None
+    missing = sorted({c for c in required if c not in fields}, key=list(required).index)
+    if missing:
+        raise InputError(f"{p.name}.columns", list(fields), f"{what} {missing}")
+    return rows
+
+
+def _uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
+    """The lines of a CSV file that are not comments (``comment`` first, after blanks) nor empty."""
+    return (line for line in lines if line.strip() and not line.lstrip().startswith(comment))
+
+
+def _num(path: Path, row: int, col: str, text: str | None, *, required: bool = True) -> float:
+    text = (text or "").strip()
+    if not text:
+        if required:
+            raise InputError(f"{path.name}[row {row}].{col}", text, "is required")
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{path.name}[row {row}].{col}", text, "must be a number") from None
+
+
+def _time(path: Path, row: int, col: str, text: str | None) -> float:
+    """Seconds: a number, or an ISO date-time (converted to POSIX seconds, naive = UTC)."""
+    text = (text or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"{path.name}[row {row}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _rebase(cols: dict[str, list[Any]]) -> None:
+    if cols["submit_s"]:
+        t0 = min(cols["submit_s"])
+        cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
+
+
+def _gpu_count(path: Path, i: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
+    """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise InputError(f"{path.name}[row {i}].{col}", value, "must be a whole number of GPUs >= 0")
+    if value == 0:
+        notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
+        return None
+    if fraction < 1.0:
+        notes["fractional_gpu_as_whole"] = notes.get("fractional_gpu_as_whole", 0) + 1
+    return int(value)
+
+
+def load_normalized(path: str | Path) -> Trace:
+    """The normalized schema (``../shared/traces/normalized/*.csv``) plus optional replay columns.
+
+    Required: ``job_id, submit_time_s, duration_s, num_gpus``. Optional: ``gpu_fraction,
+    cpu_cores, mem_gib, tenant, gpu_type, model, cpus_per_gpu, mem_per_gpu_gb``; ``censored``
+    rows are replayed with their (lower-bound) duration and counted in ``notes``. Submit times are
+    rebased so that the first arrival is at 0, as every loader does.
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb",
+        "tenant", "gpu_type", "model")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        frac = _num(p, i, "gpu_fraction", r.get("gpu_fraction"), required=False)
+        g = _gpu_count(p, i, "num_gpus", _num(p, i, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
+        if g is None:
+            continue
+        if (r.get("censored") or "0").strip() not in ("", "0"):
+            notes["censored"] = notes.get("censored", 0) + 1
+        cols["job_id"].append(r["job_id"])
+        cols["submit_s"].append(_num(p, i, "submit_time_s", r["submit_time_s"]))
+        cols["duration_s"].append(_num(p, i, "duration_s", r["duration_s"]))
+        cols["gpus"].append(g)
+        for c in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
+            cols[c].append(_num(p, i, c, r.get(c), required=False))
+        for c in ("tenant", "gpu_type", "model"):
+            cols[c].append((r.get(c) or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+#: the columns :func:`write_trace_csv` writes, in order (required ones first), and the Trace field of each
+_WRITE_COLUMNS = (
+    ("job_id", "job_id"), ("submit_time_s", "submit_s"), ("duration_s", "duration_s"), ("num_gpus", "gpus"),
+    ("cpu_cores", "cpu_cores"), ("mem_gib", "mem_gib"), ("cpus_per_gpu", "cpus_per_gpu"), ("mem_per_gpu_gb", "mem_per_gpu_gb"),
+    ("tenant", "tenant"), ("gpu_type", "gpu_type"), ("model", "model"),
+)
+
+
+def write_trace_csv(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` in the normalized schema (what :func:`load_normalized` reads back).
+
+    The four required columns always; an optional column only when some job has a value in it.
+    Numbers are written exactly (``repr``), so a written trace loads back equal.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    cols = [(c, f) for c, f in _WRITE_COLUMNS if c in ("job_id", "submit_time_s", "duration_s", "num_gpus")
+            or any((v != "") if isinstance(v, str) else math.isfinite(v) for v in getattr(trace, f))]
+    with p.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow([c for c, _ in cols])
+        for i in range(len(trace)):
+            row = []
+            for _, f in cols:
+                v = getattr(trace, f)[i]
+                if isinstance(v, str):
+                    row.append(v)
+                elif f == "gpus":
+                    row.append(int(v))
+                else:
+                    row.append("" if not math.isfinite(v) else repr(float(v)))
+            w.writerow(row)
+    return p
+
+
+def load_philly(path: str | Path) -> Trace:
+    """Philly per-job CSV of the Pollux artifact: ``timestamp, duration, num_gpus, gpu_time, cluster``.
+
+    Job ids are ``philly-<row>`` (row number in the file, as ``normalize.py`` names them).
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["timestamp", "duration", "num_gpus"])
+    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        g = _gpu_count(p, i, "num_gpus", _num(p, i, "num_gpus", r["num_gpus"]), notes)
+        if g is None:
+            continue
+        cols["job_id"].append(f"philly-{i}")
+        cols["submit_s"].append(_time(p, i, "timestamp", r["timestamp"]))
+        cols["duration_s"].append(_num(p, i, "duration", r["duration"]))
+        cols["gpus"].append(g)
+        cols["tenant"].append((r.get("cluster") or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def load_alibaba_pods(path: str | Path) -> Trace:
+    """Alibaba GPU v2023 pod list (``openb_pod_list_*.csv``).
+
+    Arrival is ``creation_time``; run time ``deletion_time - scheduled_time``. Pods never
+    scheduled, and CPU-only pods, are dropped; fractional-GPU pods count as one GPU. CPU and
+    memory requests (``cpu_milli``, ``memory_mib``) become the job's fixed demand.
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"])
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        if not (r.get("scheduled_time") or "").strip():
+            notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
+            continue
+        milli = _num(p, i, "gpu_milli", r["gpu_milli"], required=False)
+        g = _gpu_count(p, i, "num_gpu", _num(p, i, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
+        if g is None:
+            continue
+        cols["job_id"].append(r["name"])
+        cols["submit_s"].append(_num(p, i, "creation_time", r["creation_time"]))
+        cols["duration_s"].append(_num(p, i, "deletion_time", r["deletion_time"]) - _num(p, i, "scheduled_time", r["scheduled_time"]))
+        cols["gpus"].append(g)
+        cols["cpu_cores"].append(_num(p, i, "cpu_milli", r["cpu_milli"]) / 1000.0)
+        cols["mem_gib"].append(_num(p, i, "memory_mib", r["memory_mib"]) / 1024.0)
+        cols["tenant"].append((r.get("qos") or "").strip())
+        cols["gpu_type"].append((r.get("gpu_spec") or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def load_helios(path: str | Path) -> Trace:
+    """Helios format: ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``.
+
+    ``submit_time`` is seconds or a ``YYYY-MM-DD HH:MM:SS`` time; times are rebased so that the
+    first arrival is 0. CPU-only jobs (``gpu_num == 0``) are dropped.
+    """
+    p = Path(path)
+    rows = _read_csv(p, ["job_id", "gpu_num", "submit_time", "duration"])
+    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        g = _gpu_count(p, i, "gpu_num", _num(p, i, "gpu_num", r["gpu_num"]), notes)
+        if g is None:
+            continue
+        cols["job_id"].append(r["job_id"])
+        cols["submit_s"].append(_time(p, i, "submit_time", r["submit_time"]))
+        cols["duration_s"].append(_num(p, i, "duration", r["duration"]))
+        cols["gpus"].append(g)
+        cols["tenant"].append((r.get("vc") or "").strip())
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
+def _drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
+    """Zero-length jobs (present in the traces) cannot be replayed: drop and count them."""
+    keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
+    dropped = len(cols["duration_s"]) - len(keep)
+    if dropped:
+        notes["dropped_zero_duration"] = notes.get("dropped_zero_duration", 0) + dropped
+        for k in cols:
+            cols[k] = [cols[k][i] for i in keep]
+
+
+_SNIFF = {
+    "normalized": {"job_id", "submit_time_s", "duration_s", "num_gpus"},
+    "philly": {"timestamp", "duration", "num_gpus"},
+    "alibaba": {"name", "cpu_milli", "num_gpu", "creation_time"},
+    "helios": {"job_id", "gpu_num", "submit_time", "duration"},
+}
+LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios}
+
+
+def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = None) -> Trace:
+    """Load a trace in ``fmt`` (one of :data:`LOADERS`) or guess the format from the header;
+    with a ``schema``, read any CSV layout it describes (:func:`load_csv`)."""
+    if schema is not None:
+        if fmt not in ("auto", "custom"):
+            raise InputError("format", fmt, "a column schema describes the format itself; leave the format at auto")
+        return load_csv(path, schema)
+    if fmt != "auto":
+        if fmt not in LOADERS:
+            raise InputError("format", fmt, f"unknown trace format; known: {['auto', *LOADERS]}")
+        return LOADERS[fmt](path)
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as fh:
+            header = set(next(csv.reader(_uncommented(fh)), []))
+    except FileNotFoundError:
+        raise InputError("path", str(p), "no such file") from None
+    for name, cols in _SNIFF.items():
+        if cols <= header:
+            return LOADERS[name](p)
+    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format, or describe the "
+                      "columns with a CsvSchema (optsched simulate --columns / --schema)")
+
+
+# --- any CSV layout, described by a schema -------------------------------------------------------
+
+#: seconds per unit of the time units a schema takes
+TIME_UNITS: Mapping[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
+#: the trace fields a schema can map to CSV columns: ``submit``, ``gpus`` and one of ``duration``
+#: / ``end`` are required (``end`` minus ``start``, or minus ``submit`` without a ``start``)
+SCHEMA_FIELDS = ("id", "submit", "duration", "start", "end", "gpus", "gpu_fraction", "cpu_cores", "mem_gib",
+                 "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")
+
+
+@dataclass(frozen=True)
+class CsvSchema:
+    """How to read a CSV trace of another layout: which column holds each trace field, the unit of
+    the times, a date-time format, and the comment marker.
+
+    ``columns`` maps :data:`SCHEMA_FIELDS` to column names (unmapped fields are absent; ``id``
+    defaults to the row number). ``time_unit`` is the unit of numeric ``submit`` / ``start`` /
+    ``end`` values and ``duration_unit`` that of ``duration`` (default: ``time_unit``), each one of
+    :data:`TIME_UNITS`. Times may instead be date-times: in ``datetime_format`` (``strptime``
+    codes) when given, else ISO 8601; naive ones are UTC. Lines starting with ``comment`` are
+    skipped (every loader skips ``#`` lines).
+    """
+
+    columns: Mapping[str, str]
+    time_unit: str = "s"
+    duration_unit: str | None = None
+    datetime_format: str | None = None
+    comment: str = "#"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.columns, Mapping):
+            raise InputError("columns", self.columns, "must map trace fields to CSV column names")
+        for k, v in self.columns.items():
+            if k not in SCHEMA_FIELDS:
+                raise InputError(f"columns.{k}", v, f"is not a trace field; known: {list(SCHEMA_FIELDS)}")
+            if not isinstance(v, str) or not v.strip():
+                raise InputError(f"columns.{k}", v, "must be a column name")
+        for need in ("submit", "gpus"):
+            if need not in self.columns:
+                raise InputError(f"columns.{need}", None, "is required")
+        if "duration" not in self.columns and "end" not in self.columns:
+            raise InputError("columns.duration", None, "is required (or an end time, columns.end)")
+        for name in ("time_unit", "duration_unit"):
+            u = getattr(self, name)
+            if u is not None and u not in TIME_UNITS:
+                raise InputError(name, u, f"unknown time unit; known: {list(TIME_UNITS)}")
+        if self.datetime_format is not None and (not isinstance(self.datetime_format, str) or "%" not in self.datetime_format):
+            raise InputError("datetime_format", self.datetime_format, "must be a strptime format such as %Y-%m-%d %H:%M:%S")
+        if not isinstance(self.comment, str) or not self.comment:
+            raise InputError("comment", self.comment, "must be a non-empty marker such as #")
+        object.__setattr__(self, "columns", MappingProxyType(dict(self.columns)))
+
+    @staticmethod
+    def parse_columns(text: str) -> dict[str, str]:
+        """``FIELD=COLUMN,...`` (the ``--columns`` option) -> a ``columns`` map (checked when the schema is built)."""
+        cols: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            k, eq, v = part.partition("=")
+            if not eq:
+                raise InputError("columns", text, "must be FIELD=COLUMN pairs separated by commas")
+            cols[k.strip()] = v.strip()
+        return cols
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, columns: Mapping[str, str] | None = None, **settings: Any) -> CsvSchema:
+        """A schema file: JSON (or TOML for ``.toml``) with ``columns`` and optionally
+        ``time_unit``, ``duration_unit``, ``datetime_format`` and ``comment``. ``columns`` are
+        added to (and replace) the file's, and ``settings`` that are not ``None`` replace its."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError("schema", str(p), "no such file") from None
+        try:
+            if p.suffix == ".toml":
+                doc = tomllib.loads(text)
+            else:
+                doc = json.loads(text)
+        except ValueError as e:
+            raise InputError("schema", str(p), f"is not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}") from None
+        if not isinstance(doc, dict) or "columns" not in doc:
+            raise InputError("schema", str(p), "must be an object with a 'columns' map")
+        unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment"}
+        if unknown:
+            raise InputError("schema", sorted(unknown), "unknown key(s); known: columns, time_unit, duration_unit, datetime_format, comment")
+        if not isinstance(doc["columns"], dict):
+            raise InputError("schema.columns", doc["columns"], "must map trace fields to CSV column names")
+        doc["columns"] = {**doc["columns"], **(columns or {})}
+        doc.update({k: v for k, v in settings.items() if v is not None})
+        return cls(**doc)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": dict(self.columns), "time_unit": self.time_unit, "duration_unit": self.duration_unit,
+                "datetime_format": self.datetime_format, "comment": self.comment}
+
+
+def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
+    """A trace from a CSV of any layout ``schema`` describes (see :class:`CsvSchema`).
+
+    As the other loaders: CPU-only and zero-length jobs dropped, fractional GPUs replayed whole
+    (``gpu_fraction``), each counted in ``notes``; submit times rebased to the first arrival.
+    """
+    p = Path(path)
+    c = schema.columns
+    rows = _read_csv(p, sorted(set(c.values())), comment=schema.comment, what="the schema names missing column(s)")
+    tu, du = TIME_UNITS[schema.time_unit], TIME_UNITS[schema.duration_unit or schema.time_unit]
+
+    def when(i: int, field: str) -> float:
+        text = (rows[i].get(c[field]) or "").strip()
+        try:
+            return float(text) * tu
+        except ValueError:
+            pass
+        try:
+            dt = datetime.strptime(text, schema.datetime_format) if schema.datetime_format else datetime.fromisoformat(text)
+        except ValueError:
+            what = f"a date-time in {schema.datetime_format!r}" if schema.datetime_format else "an ISO date-time"
+            raise InputError(f"{p.name}[row {i}].{c[field]}", text, f"must be a number of {schema.time_unit} or {what}") from None
+        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
+    notes: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        frac = _num(p, i, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
+        g = _gpu_count(p, i, c["gpus"], _num(p, i, c["gpus"], r[c["gpus"]]), notes, 1.0 if math.isnan(frac) else frac)
+        if g is None:
+            continue
+        submit = when(i, "submit")
+        if "duration" in c:
+            dur = _num(p, i, c["duration"], r[c["duration"]]) * du
+        else:
+            dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
+        cols["job_id"].append(r[c["id"]].strip() if "id" in c else f"{p.stem}-{i}")
+        cols["submit_s"].append(submit)
+        cols["duration_s"].append(dur)
+        cols["gpus"].append(g)
+        for f in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
+            cols[f].append(_num(p, i, c[f], r.get(c[f]), required=False) if f in c else math.nan)
+        for f in ("tenant", "gpu_type", "model"):
+            cols[f].append((r.get(c[f]) or "").strip() if f in c else "")
+    _rebase(cols)
+    _drop_nonpositive(cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
