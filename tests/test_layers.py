@@ -30,7 +30,8 @@ MAX_LINES = 600
 #: ``.*`` places every module of that package.
 LAYERS: dict[str, tuple[str, ...]] = {
     "contract": (
-        "optsched.errors", "optsched.limits", "optsched.extras", "optsched.model", "optsched.options",
+        "optsched.errors", "optsched.limits", "optsched.extras", "optsched.fields", "optsched.job", "optsched.instance",
+        "optsched.model", "optsched.options",
         "optsched.schedule", "optsched.io", "optsched.values", "optsched.result", "optsched.trajectory",
         "optsched.catalogue", "optsched.checker",
     ),
@@ -59,38 +60,28 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "optsched.learned.repair",
     ),
     "pipelines": (
-        "optsched.exact.options", "optsched.exact.core", "optsched.exact.cpsat", "optsched.exact.hint",
+        "optsched.exact.options", "optsched.heuristics.options", "optsched.mip.options", "optsched.learned.options",
+        "optsched.exact.core", "optsched.exact.cpsat", "optsched.exact.hint",
         "optsched.heuristics.lns", "optsched.mip.solvers", "optsched.learned.solver", "optsched.learned.auto",
         "optsched.learned.warmstart",
     ),
     "entry": ("optsched", "optsched.solve", "optsched.registry"),
     "callers": (
-        "optsched.__main__", "optsched.cli", "optsched.gen", "optsched.parallel", "optsched.learned.train",
+        "optsched.__main__", "optsched.cli", "optsched.gen", "optsched.parallel.*", "optsched.learned.train",
         "optsched.learned.labels", "optsched.sim.*", "optsched.bench.*", "optsched.service.*", "optsched.envs.*",
         "optsched.commands.*",
     ),
 }
 
-#: known violations in the simulator, bench and service packages, which are being restructured
-#: to the same layers apart from this test; each entry is (importing module, imported module).
-#: To be emptied as those packages follow the layers: an entry no longer needed fails the test.
-ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    ("optsched.sim.literature", "optsched.sim.policies"),
-    ("optsched.sim.policies", "optsched.sim.literature"),
-    ("optsched.sim.engine", "optsched.sim.metrics"),
-    ("optsched.sim.metrics", "optsched.sim.engine"),
-    ("optsched.sim.experiment", "optsched.sim.synthetic"),
-    ("optsched.sim.synthetic", "optsched.sim.experiment"),
-    ("optsched.learned.labels", "optsched.bench.backends"),  # -> optsched.parallel
-})
+#: known violations, each (importing module, imported module): none. An entry no longer needed
+#: fails the test, so the list can only shrink.
+ALLOWED: frozenset[tuple[str, str]] = frozenset()
 
-#: modules whose imports inside functions are not yet commented: the packages being restructured
-#: apart from this test, and optsched.model (its option checks are being reworked)
-UNCOMMENTED_INNER = ("optsched.sim", "optsched.bench", "optsched.service", "optsched.envs", "optsched.commands",
-                     "optsched.cli", "optsched.model")
+#: modules whose imports inside functions need not be commented: none
+UNCOMMENTED_INNER: tuple[str, ...] = ()
 
-#: modules still over MAX_LINES: the simulator's and the contract's, being split apart from this test
-OVERSIZE = frozenset({"optsched.sim.engine", "optsched.sim.workload", "optsched.model"})
+#: modules allowed over MAX_LINES: none
+OVERSIZE: frozenset[str] = frozenset()
 
 
 def _module_name(path: Path) -> str:

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from optsched import __version__
 from optsched.checker import check_schedule
 from optsched.errors import InputError, jsonable, safe_text
-from optsched.registry import get_method, methods
+from optsched.registry import family_default, get_method, methods
 from optsched.service.config import ServiceConfig
 from optsched.service.guard import RequestGuard
 from optsched.service.pool import OverCapacity, PoolError, SolvePool, Unavailable, WorkerCrashed, WorkerTimeout
@@ -49,6 +49,7 @@ from optsched.service.schemas import (
     ValidateRequest,
     ValidateResponse,
 )
+from optsched.solve import AUTO_LARGE, AUTO_WARM, method_options
 
 __all__ = ["create_app"]
 
@@ -120,9 +121,6 @@ def _check_options(req: SolveRequest, info: Any) -> None:
     ``OptionInfo.remote``), then, when the request names the method (a solver or a family), what
     ``solve_round`` would refuse, through the same options class (``auto`` picks its method by
     the round: its worker checks them, with the same messages)."""
-    from optsched.registry import family_default, methods
-    from optsched.solve import AUTO_LARGE, AUTO_WARM, method_options
-
     local = {o.name for m in [*methods(), AUTO_WARM, AUTO_LARGE] for o in m.options_class().describe() if not o.remote}
     for key, value in req.options.items():
         if key in local:
