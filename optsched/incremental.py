@@ -1,0 +1,267 @@
+"""Round chains: solve each round of a sequence starting from what the previous round left.
+
+Consecutive scheduling rounds (a simulator's, a cluster manager calling every few minutes) differ
+by a few arrivals and completions. :class:`RoundSolver` keeps the previous round's answer (one
+round's worth of state, never more) and, for the next round:
+
+1. **reuses** the previous result when the round is identical to the previous one
+   (:func:`round_key`: every field of the round except its name), after checking it again;
+2. **carries over** the previous schedule: the jobs still present keep their assignment where it
+   stays feasible, and fungible-greedy places the others around them (:func:`carry_over`);
+3. **stops early**: when the carried-over schedule is within ``gap_target`` of a cheap proven
+   bound (:func:`gpu_knapsack_bound`) no search runs at all; otherwise the exact solver runs with
+   the carried-over schedule as its complete hint and CP-SAT's ``relative_gap_limit`` set to
+   ``gap_target``. A warm round is never worth less than the carried-over schedule.
+
+What is reused and why it stays valid: ``formulations/incremental.md``.
+
+Example
+-------
+>>> from optsched.gen import generate
+>>> from optsched.incremental import RoundSolver
+>>> rounds = RoundSolver("cpsat", time_limit=1.0, options={"num_workers": 1})
+>>> inst = generate(nodes=2, jobs=4, seed=0)
+>>> first = rounds.solve(inst)
+>>> again = rounds.solve(inst)
+>>> again.stats["incremental"], again.schedule.jobs == first.schedule.jobs
+('reused', True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from optsched.checker import check_schedule
+from optsched.errors import InputError, safe_text
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+from optsched.model import Instance
+from optsched.registry import get_method
+from optsched.result import Result, Status
+from optsched.round_policies import policy_families
+from optsched.schedule import Schedule
+from optsched.solve import solve_round
+from optsched.values import schedule_value
+
+__all__ = ["BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
+
+#: policy families under which a round still ranks schedules by worth alone, so that a worth bound
+#: may end the round early (quotas, move budgets and pinned jobs only restrict the schedules)
+BOUND_FAMILIES = frozenset({"preemption", "quotas", "max_moves"})
+
+#: the ``stats["incremental"]`` values: how a round was answered
+PATHS = ("cold", "reused", "carried", "searched")
+
+
+def round_key(instance: Instance) -> str:
+    """A digest of everything in ``instance`` that a schedule's feasibility or worth depends on:
+    the round's settings, the nodes and the jobs (profiles, weights, running placements, policy
+    fields), in order. Only the instance's name is left out, so two rounds of a chain that differ
+    in nothing else have the same key (and the same optimal schedules)."""
+    d = instance.to_dict()
+    d.pop("name", None)
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _best_value(job: Any) -> float:
+    """The most a job can be worth in any schedule: its weight x its fastest allowed GPU's speed x
+    its best throughput over demand (spread and restart factors are at most 1)."""
+    speeds = job.gpu_speed.values() if job.gpu_speed is not None else (1.0,)
+    best = max(max(row) for row in job.profile.throughput)
+    return job.weight * max(speeds) * best / job.demand_throughput
+
+
+def gpu_knapsack_bound(instance: Instance) -> float:
+    """A proven upper bound on the round's optimum: the fractional knapsack of the jobs' best
+    values (:func:`_best_value`) into the GPUs of the types some job may use.
+
+    Valid because every feasible schedule gives each scheduled job at most its best value and uses
+    at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
+    one-type rules and allowing fractions only enlarges the set the maximum is taken over. Not
+    defined for elastic jobs (their size changes the value): callers check
+    :data:`BOUND_FAMILIES` first.
+    """
+    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
+    capacity = float(sum(n.gpus for n in instance.nodes if n.gpu_type in types))
+    items = sorted(((_best_value(j), j.gpus) for j in instance.jobs), key=lambda vg: vg[0] / vg[1], reverse=True)
+    total = 0.0
+    for v, g in items:
+        if capacity <= 0:
+            break
+        take = min(1.0, capacity / g)
+        total += take * v
+        capacity -= take * g
+    return total * (1 + 1e-9) + 1e-9
+
+
+def _feasible_part(instance: Instance, schedule: Schedule) -> Schedule:
+    """The largest part of ``schedule`` found by dropping, until the checker accepts the rest,
+    the jobs it names and the jobs on the nodes it names (at worst the empty schedule)."""
+    jobs = {j: a for j, a in schedule.jobs.items() if j in instance._job_index}
+    for _ in range(len(jobs) + 1):
+        part = Schedule(instance.name, jobs)
+        bad = check_schedule(instance, part)
+        if not bad:
+            return part
+        drop = {v.job for v in bad if v.job is not None}
+        nodes = {v.node for v in bad if v.node is not None}
+        drop |= {j for j, a in jobs.items() if nodes & set(a.nodes)}
+        if not drop:  # a round-wide rule: nothing of the previous schedule is kept
+            break
+        jobs = {j: a for j, a in jobs.items() if j not in drop}
+    return Schedule.empty(instance.name)
+
+
+def carry_over(instance: Instance, previous: Schedule | None) -> Schedule:
+    """The previous round's schedule mapped onto ``instance``: jobs that are gone are dropped,
+    assignments that stay feasible are kept (a running job kept where it runs pays no restart),
+    and fungible-greedy places the remaining jobs around them and may raise any job's grid point.
+    Without a previous schedule, fungible-greedy's own. Not necessarily feasible under the
+    round's policy rules (the caller checks)."""
+    fixed = None if previous is None else _feasible_part(instance, previous)
+    return fungible_greedy_schedule(instance, fixed=fixed if fixed is not None and fixed.jobs else None)
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What a :class:`RoundSolver` remembers between rounds: the last round's key
+    (:func:`round_key`) and its result. One round's worth of memory."""
+
+    key: str
+    result: Result
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the result as ``Result.to_dict`` writes it)."""
+        return {"key": self.key, "result": self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoundState:
+        if not isinstance(d, Mapping) or not isinstance(d.get("key"), str) or not isinstance(d.get("result"), Mapping):
+            raise InputError("state", d, "must be {'key': str, 'result': a result object}")
+        r = d["result"]
+        try:
+            schedule = Schedule.from_dict(r)
+            result = Result(schedule, Status(r["status"]), float(r["objective"]), None if r.get("bound") is None else float(r["bound"]),
+                            str(r["solver"]), str(r["method"]), float(r.get("time_s", 0.0)), dict(r.get("stats") or {}))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("state.result", safe_text(str(e)), "is not a result object (Result.to_dict)") from None
+        return cls(d["key"], result)
+
+
+class RoundSolver:
+    """Solves a chain of rounds, each from the previous one's answer.
+
+    Parameters
+    ----------
+    solver
+        A registered solver that takes hints (``"cpsat"`` by default; ``optsched.methods()``).
+    time_limit
+        Wall-clock seconds per searched round.
+    seed
+        The solver's seed.
+    gap_target
+        Stop a round as soon as its schedule is within this relative gap of a proven bound
+        (``0``: search until proven or out of time). CP-SAT gets it as ``relative_gap_limit``.
+    reuse
+        Answer an identical round (:func:`round_key`) with the previous result.
+    options
+        Passed to the solver on searched rounds (e.g. ``{"deterministic_time": 0.5}`` for
+        reproducible rounds, ``{"num_workers": 1}``).
+    state
+        A :class:`RoundState` to resume from (e.g. a service session's).
+
+    ``solve`` returns a :class:`~optsched.result.Result` whose ``stats["incremental"]`` says how
+    the round was answered (:data:`PATHS`): ``cold`` (no usable previous round: a plain solve with
+    fungible-greedy's hint), ``reused``, ``carried`` (the carried-over schedule, proven within the
+    gap target: no search) or ``searched`` (the solver ran from the carried-over schedule).
+    Every schedule it returns passes the independent checker.
+    """
+
+    def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = 0.005,
+                 reuse: bool = True, options: Mapping[str, Any] | None = None, state: RoundState | None = None) -> None:
+        info = get_method(solver)
+        if not info.takes_hint:
+            raise InputError("solver", solver, "must take a hint (a round chain starts each round from the last one's schedule)")
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
+            raise InputError("time_limit", time_limit, "must be a positive number of seconds")
+        if isinstance(gap_target, bool) or not isinstance(gap_target, (int, float)) or not 0 <= gap_target < 1:
+            raise InputError("gap_target", gap_target, "must be a number in [0, 1)")
+        if state is not None and not isinstance(state, RoundState):
+            raise InputError("state", state, "must be a RoundState or None")
+        self.solver = solver
+        self.time_limit = float(time_limit)
+        self.seed = seed
+        self.gap_target = float(gap_target)
+        self.reuse = bool(reuse)
+        self.options = dict(options or {})
+        self.state = state
+
+    def reset(self) -> None:
+        """Forget the previous round."""
+        self.state = None
+
+    def solve(self, instance: Instance | Mapping[str, Any]) -> Result:
+        """The next round of the chain (see the class text)."""
+        if not isinstance(instance, Instance):
+            instance = Instance.from_dict(instance)
+        start = time.perf_counter()
+        key = round_key(instance) if self.reuse else ""
+        if self.reuse and self.state is not None and self.state.key == key:
+            out = self._reused(instance, self.state.result, start)
+            if out is not None:
+                self.state = RoundState(key, out)
+                return out
+        previous = None if self.state is None else self.state.result.schedule
+        out = self._solve(instance, previous, start)
+        self.state = RoundState(key, out)
+        return out
+
+    def _reused(self, instance: Instance, result: Result, start: float) -> Result | None:
+        schedule = Schedule(instance.name, dict(result.schedule.jobs))
+        report = check_schedule(instance, schedule)
+        if report:  # cannot happen for an identical round; solve it afresh rather than trust the key
+            return None
+        return replace(result, schedule=schedule, objective=report.objective, time_s=time.perf_counter() - start,
+                       stats={**result.stats, "incremental": "reused"}, trajectory=())
+
+    def _solve(self, instance: Instance, previous: Schedule | None, start: float) -> Result:
+        families = policy_families(instance)
+        carried = carry_over(instance, previous)
+        report = check_schedule(instance, carried)
+        hint: Schedule | None = None if report else carried
+        stats: dict[str, Any] = {"incremental": "cold" if previous is None else "searched"}
+        if hint is not None:
+            stats["carried_objective"] = report.objective
+        if hint is not None and families <= BOUND_FAMILIES:
+            bound = gpu_knapsack_bound(instance)
+            stats["knapsack_bound"] = bound
+            value = report.objective
+            if value >= (1.0 - self.gap_target) * bound - 1e-9:
+                status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
+                return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                              {**stats, "incremental": "carried"})
+        options = dict(self.options)
+        if self.gap_target > 0 and self.solver == "cpsat":
+            options["cp_params"] = {"relative_gap_limit": self.gap_target, **(options.get("cp_params") or {})}
+        left = max(0.01, self.time_limit - (time.perf_counter() - start))
+        res = solve_round(instance, "auto", solver=self.solver, time_limit=left, seed=self.seed,
+                          hint=hint, **options)
+        bound = res.bound
+        if "knapsack_bound" in stats:
+            bound = stats["knapsack_bound"] if bound is None else min(bound, stats["knapsack_bound"])
+        schedule, objective, status = res.schedule, res.objective, res.status
+        if hint is not None and stats["carried_objective"] > objective + 1e-9 * max(1.0, objective) and families <= BOUND_FAMILIES:
+            # never worse than the carried-over schedule (rounds ranked by worth alone)
+            schedule, objective, status = hint, stats["carried_objective"], Status.FEASIBLE
+        if bound is not None:
+            bound = max(bound, objective)
+            if status is not Status.OPTIMAL and objective >= bound - 1e-6 * max(1.0, bound) and families <= BOUND_FAMILIES:
+                status = Status.OPTIMAL
+        return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
+                      {**res.stats, **stats}, res.trajectory)
