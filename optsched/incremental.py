@@ -46,7 +46,6 @@ from optsched.result import Result, Status
 from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.solve import solve_round
-from optsched.values import schedule_value
 
 __all__ = ["BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
 

@@ -12,11 +12,11 @@ from optsched.errors import InputError
 from optsched.gen import generate
 from optsched.incremental import RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
 from optsched.model import Instance
-from optsched.solve import solve_round
 from optsched.sim import cluster, policies
 from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
 from optsched.sim.experiment import prepare, run
 from optsched.sim.workload import Trace, build_workload
+from optsched.solve import solve_round
 
 FAST = {"num_workers": 1}
 
