@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from optsched.checker import check_schedule
 from optsched.errors import InputError, safe_text
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
@@ -76,26 +78,80 @@ def _best_value(job: Any) -> float:
     return job.weight * max(speeds) * best / job.demand_throughput
 
 
-def gpu_knapsack_bound(instance: Instance) -> float:
-    """A proven upper bound on the round's optimum: the fractional knapsack of the jobs' best
-    values (:func:`_best_value`) into the GPUs of the types some job may use.
-
-    Valid because every feasible schedule gives each scheduled job at most its best value and uses
-    at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
-    one-type rules and allowing fractions only enlarges the set the maximum is taken over. Not
-    defined for elastic jobs (their size changes the value): callers check
-    :data:`BOUND_FAMILIES` first.
-    """
-    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
-    capacity = float(sum(n.gpus for n in instance.nodes if n.gpu_type in types))
-    items = sorted(((_best_value(j), j.gpus) for j in instance.jobs), key=lambda vg: vg[0] / vg[1], reverse=True)
+def _fractional_knapsack(items: list[tuple[float, int]], capacity: float) -> float:
+    """The fractional knapsack's optimum: ``items`` are (value, GPUs)."""
     total = 0.0
-    for v, g in items:
+    for v, g in sorted(items, key=lambda vg: vg[0] / vg[1], reverse=True):
         if capacity <= 0:
             break
         take = min(1.0, capacity / g)
         total += take * v
         capacity -= take * g
+    return total
+
+
+def _node_choice(items: list[list[tuple[int, float]]], capacity: int) -> float:
+    """The multiple-choice knapsack's optimum: each item picks one (weight, value) option and the
+    weights fit in ``capacity`` (dynamic programme over the integer capacity)."""
+    dp = np.zeros(capacity + 1)
+    for options in items:
+        new = np.full(capacity + 1, -np.inf)
+        for w, v in options:
+            if w <= capacity:
+                np.maximum(new[w:], dp[: capacity + 1 - w] + v, out=new[w:])
+        dp = new
+    return float(dp.max())
+
+
+def _pinned_bound(instance: Instance) -> float:
+    """The knapsack bound with pinned jobs where they run: a pinned job (``preemptible`` false,
+    running) keeps its GPUs, so the other jobs share the GPUs left; the pinned jobs that run on
+    one node share its cores and memory (the best of their grid points that fit, over cores
+    alone and over memory alone: each a relaxation, so the smaller is a bound)."""
+    per_node: dict[str, list[Any]] = {}
+    others: list[tuple[float, int]] = []
+    total = 0.0
+    held = 0
+    for j in instance.jobs:
+        if not (j.pinned and j.placement):
+            others.append((_best_value(j), j.gpus))
+            continue
+        held += j.gpus
+        if len(j.placement) == 1:
+            per_node.setdefault(next(iter(j.placement)), []).append(j)
+        else:
+            total += _best_value(j)
+    for node_id, jobs in per_node.items():
+        node = instance.node(node_id)
+        speed = [j.speed(node.gpu_type) or 0.0 for j in jobs]
+        f = [j.weight * s / j.demand_throughput for j, s in zip(jobs, speed, strict=True)]
+        cores = [[(j.gpus * c, fj * max(j.profile.throughput[a])) for a, c in enumerate(j.profile.cpus_per_gpu)] for j, fj in zip(jobs, f, strict=True)]
+        mem = [[(j.gpus * m, fj * max(row[b] for row in j.profile.throughput)) for b, m in enumerate(j.profile.mem_per_gpu_gb)]
+               for j, fj in zip(jobs, f, strict=True)]
+        best = min(_node_choice(cores, node.cpus), _node_choice(mem, node.mem_gb))
+        total += best if math.isfinite(best) else sum(_best_value(j) for j in jobs)
+    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
+    free = sum(n.gpus for n in instance.nodes if n.gpu_type in types) - held
+    return total + _fractional_knapsack(others, free)
+
+
+def gpu_knapsack_bound(instance: Instance) -> float:
+    """A proven upper bound on the round's optimum: the fractional knapsack of the jobs' best
+    values (:func:`_best_value`) into the GPUs of the types some job may use, or, where running
+    jobs are pinned, the same over the GPUs they leave with their own worth bounded per node
+    (:func:`_pinned_bound`), whichever is smaller.
+
+    Valid because every feasible schedule gives each scheduled job at most its best value and uses
+    at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
+    one-type rules and allowing fractions only enlarges the set the maximum is taken over. Not
+    defined for elastic jobs (their size changes the value): callers check
+    :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding.
+    """
+    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
+    capacity = float(sum(n.gpus for n in instance.nodes if n.gpu_type in types))
+    total = _fractional_knapsack([(_best_value(j), j.gpus) for j in instance.jobs], capacity)
+    if any(j.pinned and j.placement for j in instance.jobs):
+        total = min(total, _pinned_bound(instance))
     return total * (1 + 1e-9) + 1e-9
 
 

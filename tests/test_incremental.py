@@ -91,6 +91,20 @@ def test_the_knapsack_bound_is_at_least_the_proven_optimum(seed):
     assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_knapsack_bound_with_pinned_jobs_is_at_least_the_proven_optimum(seed):
+    """Where running jobs are pinned, the bound shares each node's cores and memory among the
+    jobs pinned there: tighter, and still never below a proven optimum."""
+    d = generate(nodes=2, jobs=8, seed=seed, running_fraction=0.6, cpus_per_node=24, gpu_types=("V100", "K80")).to_dict()
+    for j in d["jobs"]:
+        if j.get("placement"):
+            j["preemptible"] = False
+    inst = Instance.from_dict(d)
+    res = solve_round(inst, solver="cpsat", time_limit=10.0, **FAST)
+    assert res.status.value == "optimal"
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+
+
 def _renamed(inst: Instance, name: str) -> Instance:
     d = inst.to_dict()
     d["name"] = name
