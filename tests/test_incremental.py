@@ -83,9 +83,13 @@ def test_warm_rounds_are_feasible_and_never_worse_than_the_carried_schedule(shap
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_knapsack_bound_is_at_least_the_proven_optimum(seed):
-    """The cheap bound that ends a round early is a bound: never below a proven optimum."""
-    inst = generate(nodes=2, jobs=5 + seed, seed=seed, running_fraction=0.3, gpu_types=("V100", "K80"))
+@pytest.mark.parametrize("kind", ["mixed", "gangs", "fair"])
+def test_the_knapsack_bound_is_at_least_the_proven_optimum(seed, kind):
+    """The cheap bound that ends a round early is a bound: never below a proven optimum (two GPU
+    types, gangs over several nodes that pay their spread, fair rounds that restrict the points)."""
+    sizes = {1: 0.3, 4: 0.2, 8: 0.2, 12: 0.2, 16: 0.1} if kind == "gangs" else {1: 0.9, 2: 0.1}
+    inst = generate(nodes=3 if kind == "gangs" else 2, jobs=4 + seed, seed=seed, running_fraction=0.3, gpu_types=("V100", "K80"),
+                    job_sizes=sizes, fair=kind == "fair", cpus_per_node=24 if kind == "gangs" else 48)
     res = solve_round(inst, solver="cpsat", time_limit=10.0, **FAST)
     assert res.status.value == "optimal"
     assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
