@@ -188,3 +188,27 @@ def test_the_simulator_runs_a_warm_chain_by_its_allocator_variant():
     assert alloc._chain is not None
     with pytest.raises(InputError, match="allocator"):
         run(setup, allocator="cpsat@cold", time_limit=0.1)
+
+
+def test_the_sim_env_reference_is_a_checked_chain_over_the_episode():
+    """``SimEnv.reference()``: the exact chain's answer to the round the agent is deciding."""
+    from optsched.envs import SimEnv
+
+    nodes = cluster.homogeneous(2, gpus=8, cpus=32, mem_gb=256)
+    env = SimEnv(_workload(nodes, [1, 2], [0.7, 0.3], n=12, span_h=0.5), nodes, round_s=300, max_jobs=10,
+                 reference_chain=RoundSolver("cpsat", time_limit=0.2, options=FAST))
+    _, info = env.reset(seed=0)
+    paths = []
+    for _ in range(2_000):
+        if env._steps is None or len(paths) >= 3:
+            break
+        ref = env.reference()
+        assert not check_schedule(env.instance, ref.schedule)
+        paths.append(ref.stats["incremental"])
+        start = env._round
+        while env._round == start and env._steps is not None:
+            _, _, term, trunc, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+    assert paths and paths[0] in ("cold", "carried")
+    assert len(paths) >= 2 and all(p in ("carried", "searched", "reused") for p in paths[1:])
+    env.reset(seed=0)
+    assert env.reference_chain.state is None
