@@ -158,7 +158,11 @@ def _knapsack(items: list[tuple[float, int]], capacity: int) -> float:
 
 def _node_choice(items: list[list[tuple[int, float]]], capacity: int) -> float:
     """The multiple-choice knapsack's optimum: each item picks one (weight, value) option and the
-    weights fit in ``capacity`` (dynamic programme over the integer capacity)."""
+    weights fit in ``capacity`` (dynamic programme over the integer capacity; none needed when
+    every item's most valuable option fits together)."""
+    best = [max(options, key=lambda wv: (wv[1], -wv[0])) for options in items]
+    if sum(w for w, _ in best) <= capacity:
+        return sum(v for _, v in best)
     dp = np.zeros(capacity + 1)
     for options in items:
         new = np.full(capacity + 1, -np.inf)
@@ -169,12 +173,11 @@ def _node_choice(items: list[list[tuple[int, float]]], capacity: int) -> float:
     return float(dp.max())
 
 
-def _pinned_bound(instance: Instance) -> float:
+def _pinned_bound(instance: Instance, values: list[float]) -> float:
     """The knapsack bound with pinned jobs where they run: a pinned job (``preemptible`` false,
     running) keeps its GPUs, so the other jobs share the GPUs left; the pinned jobs that run on
     one node share its cores and memory (the best of their grid points that fit, over cores
     alone and over memory alone: each a relaxation, so the smaller is a bound)."""
-    values = _best_values(instance)
     per_node: dict[str, list[Any]] = {}
     others: list[tuple[float, int]] = []
     total = 0.0
@@ -202,7 +205,7 @@ def _pinned_bound(instance: Instance) -> float:
     return total + _knapsack(others, free)
 
 
-def gpu_knapsack_bound(instance: Instance) -> float:
+def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None) -> float:
     """A proven upper bound on the round's optimum: the 0/1 knapsack of the jobs' best values
     (:func:`_best_value`) into the GPUs of the types some job may use (its fractional relaxation
     beyond :data:`KNAPSACK_CELLS`), or, where running
@@ -213,13 +216,15 @@ def gpu_knapsack_bound(instance: Instance) -> float:
     at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
     one-type rules (and allowing fractions) only enlarges the set the maximum is taken over. Not
     defined for elastic jobs (their size changes the value): callers check
-    :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding.
+    :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding. With ``good_enough``,
+    the pinned-job refinement is skipped when the plain bound is already at most that.
     """
     types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
     capacity = sum(n.gpus for n in instance.nodes if n.gpu_type in types)
-    total = _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, _best_values(instance), strict=True)], capacity)
-    if any(j.pinned and j.placement for j in instance.jobs):
-        total = min(total, _pinned_bound(instance))
+    values = _best_values(instance)
+    total = _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity)
+    if (good_enough is None or total > good_enough) and any(j.pinned for j in instance.jobs):
+        total = min(total, _pinned_bound(instance, values))
     return total * (1 + 1e-9) + 1e-9
 
 
@@ -362,9 +367,9 @@ class RoundSolver:
         if hint is not None:
             stats["carried_objective"] = report.objective
         if hint is not None and families <= BOUND_FAMILIES:
-            bound = gpu_knapsack_bound(instance)
-            stats["knapsack_bound"] = bound
             value = report.objective
+            bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9)
+            stats["knapsack_bound"] = bound
             if value >= (1.0 - self.gap_target) * bound - 1e-9:
                 status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
