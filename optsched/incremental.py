@@ -265,6 +265,12 @@ class RoundState:
     key: str
     result: Result
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str):
+            raise InputError("state.key", self.key, "must be a string (round_key)")
+        if not isinstance(self.result, Result):
+            raise InputError("state.result", type(self.result).__name__, "must be a Result")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the result as ``Result.to_dict`` writes it)."""
         return {"key": self.key, "result": self.result.to_dict()}
@@ -278,6 +284,8 @@ class RoundState:
             schedule = Schedule.from_dict(r)
             result = Result(schedule, Status(r["status"]), float(r["objective"]), None if r.get("bound") is None else float(r["bound"]),
                             str(r["solver"]), str(r["method"]), float(r.get("time_s", 0.0)), dict(r.get("stats") or {}))
+        except InputError as e:
+            raise e.within("state.result") from None
         except (KeyError, TypeError, ValueError) as e:
             raise InputError("state.result", safe_text(str(e)), "is not a result object (Result.to_dict)") from None
         return cls(d["key"], result)
