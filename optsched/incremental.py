@@ -41,9 +41,11 @@ import numpy as np
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError, safe_text
+from optsched.exact.hint import greedy_schedule
 from optsched.heuristics.best_response import best_response
-from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+from optsched.heuristics.fungible_greedy import FungibleGreedy, fungible_greedy_schedule
 from optsched.model import Instance
+from optsched.policy_repair import repair
 from optsched.registry import get_method
 from optsched.result import Result, Status
 from optsched.round_policies import policy_families
@@ -380,12 +382,19 @@ class RoundSolver:
             bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9)
             stats["knapsack_bound"] = bound
             if value < (1.0 - self.gap_target) * bound - 1e-9:
-                # single-job best responses first (cheap); the checker has the last word (round policies)
-                better = best_response(instance, hint)
-                checked = check_schedule(instance, better)
-                if not checked and checked.objective > value:
-                    hint, value = better, checked.objective
-                    stats["improved_objective"] = value
+                # before any search: single-job best responses from the carried-over schedule, from
+                # fungible-greedy's own (its fixed-demand pass places gangs that the fungible
+                # completion leaves out) and from cpsat's greedy hints; the checker has the last word
+                starts = [hint, FungibleGreedy().solve(instance, time_limit=self.time_limit, seed=self.seed).schedule,
+                          greedy_schedule(instance), greedy_schedule(instance, running_first=False)]
+                for start_from in starts:
+                    if families and check_schedule(instance, start_from):  # the exact greedies may move pinned jobs
+                        start_from = repair(instance, start_from)
+                    better = best_response(instance, start_from)
+                    checked = check_schedule(instance, better)
+                    if not checked and checked.objective > value * (1 + 1e-12):
+                        hint, value = better, checked.objective
+                        stats["improved_objective"] = value
             if value >= (1.0 - self.gap_target) * bound - 1e-9:
                 status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
