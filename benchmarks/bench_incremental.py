@@ -5,8 +5,8 @@ and cpsat@warm (each round from the last: optsched.incremental) on the same work
 
 Per allocator: the run's wall time and its ratio to fungible-greedy's, the per-round solve time
 (p50, p95) and solve CPU time (p50) over the rounds the allocator was called on, the mean and
-p95 per-round gap against the round's own proven bound, and the mean JCT. ``--out`` also writes
-the rows as JSON.
+p95 per-round gap against the round's own proven bound, and the mean JCT. The rows also go to
+``--out`` as JSON (``benchmarks/results/incremental.json`` by default).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
-    ap.add_argument("--out", default=None, help="write the rows as JSON here")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "incremental.json"),
+                    help="write the rows as JSON here")
     args = ap.parse_args(argv)
     rows = []
     for wl in args.workloads.split(","):
