@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
     p.add_argument("--cap-mode", default="clip", choices=("clip", "drop"), help="jobs larger than the largest GPU type")
     p.add_argument("--policy", default="las", help="comma-separated queue policies: fifo, srf, las, maxmin, srtf, gittins, themis, gavel, gavel-makespan")
-    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@demand holds jobs at their fixed demand")
+    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@demand holds jobs at their fixed demand, SOLVER@warm solves the rounds as one chain, each from the last")
     p.add_argument("--time-limit", type=float, default=5.0, help="allocator seconds per round (default 5)")
     p.add_argument("--round", default="300", help="round length (default 300 s)")
     p.add_argument("--restart", default="60", help="restart cost of a moved or resumed job (default 60 s)")

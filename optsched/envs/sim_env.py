@@ -34,7 +34,9 @@ from optsched.envs.builder import EnvSizes, RoundBuilder, allowed
 from optsched.envs.export import DecisionAccess
 from optsched.envs.spaces import OBS_HIGH, action_space, observation_space
 from optsched.errors import InputError
+from optsched.incremental import RoundSolver
 from optsched.model import Instance, Node, Round
+from optsched.result import Result
 from optsched.sim.config import SimConfig
 from optsched.sim.engine import simulate_steps
 from optsched.sim.policies import get_policy
@@ -64,6 +66,7 @@ class SimEnv(DecisionAccess, gym.Env):
         max_grid: tuple[int, int] = (9, 5),
         invalid_action: str = "noop",
         render_mode: str | None = None,
+        reference_chain: RoundSolver | None = None,
     ) -> None:
         if reward not in ("jct", "objective"):
             raise InputError("reward", reward, "must be 'jct' or 'objective'")
@@ -87,6 +90,8 @@ class SimEnv(DecisionAccess, gym.Env):
         self.reward_kind = reward
         self.invalid_action = invalid_action
         self.render_mode = render_mode
+        #: what :meth:`reference` solves the episode's rounds with (one chain per episode)
+        self.reference_chain = reference_chain if reference_chain is not None else RoundSolver("cpsat", time_limit=1.0)
         obs = dict(observation_space(self.sizes).spaces)
         obs["sim"] = spaces.Box(0.0, OBS_HIGH, (3,), dtype=np.float32)
         self.observation_space = spaces.Dict(obs)
@@ -105,6 +110,7 @@ class SimEnv(DecisionAccess, gym.Env):
             self._steps.close()
         self.result = None
         self._round = 0
+        self.reference_chain.reset()
         self._steps = simulate_steps(self.workload, self.nodes, get_policy(self.policy), self.config, allocator_name="agent")
         try:
             self._begin(next(self._steps))
@@ -150,6 +156,15 @@ class SimEnv(DecisionAccess, gym.Env):
         if ended and self.result is not None:
             info["summary"] = self.result.summary()
         return self._obs(), float(reward), ended and not truncated, truncated, info
+
+    def reference(self) -> Result:
+        """The exact answer to the round being decided, the episode's rounds solved as one chain
+        (``reference_chain``, an :class:`~optsched.incremental.RoundSolver`: cpsat with 1 s per
+        searched round unless given): a yardstick for the agent's decision (its gap, imitation
+        targets). Never applied: the agent's decisions drive the simulation."""
+        if self.builder is None:
+            raise RuntimeError("call reset() first")
+        return self.reference_chain.solve(self.builder.instance)
 
     # --- views ------------------------------------------------------------------------------
 

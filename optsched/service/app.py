@@ -49,6 +49,7 @@ from optsched.service.schemas import (
     ValidateRequest,
     ValidateResponse,
 )
+from optsched.service.sessions import add_session_routes
 from optsched.solve import AUTO_LARGE, AUTO_WARM, method_options
 
 __all__ = ["create_app"]
@@ -247,4 +248,5 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         out["time_limit"] = tl
         return out
 
+    add_session_routes(app, pool, cfg, run=_run, method_info=_method_info, responses=POOL_ERRORS)
     return app

@@ -48,12 +48,23 @@ def _validate(p: dict[str, Any]) -> dict[str, Any]:
                              seed=p["seed"], loglik=p["loglik"])
 
 
+def _round(p: dict[str, Any]) -> dict[str, Any]:
+    """The next round of a session's chain (optsched.service.sessions): its result and new state."""
+    from optsched.incremental import RoundSolver, RoundState
+
+    _sync_method(p.get("method_info"))
+    state = None if p["state"] is None else RoundState.from_dict(p["state"])
+    chain = RoundSolver(p["solver"], time_limit=p["time_limit"], seed=p["seed"], gap_target=p["gap_target"], state=state)
+    result = chain.solve(p["instance"])
+    return {"result": result.to_dict(), "state": chain.state.to_dict()}
+
+
 def _ping(p: dict[str, Any]) -> dict[str, Any]:
     return {"pong": True}
 
 
 #: task kinds a worker runs
-TASKS = {"solve": _solve, "validate": _validate, "ping": _ping}
+TASKS = {"solve": _solve, "validate": _validate, "round": _round, "ping": _ping}
 
 
 def run_task(kind: str, payload: dict[str, Any]) -> tuple[str, Any]:

@@ -216,10 +216,12 @@ def run(
     given = dict(solver_options)
     if deterministic_time is not None and solver in DETERMINISTIC_TIME_SOLVERS:
         solver_options = {**solver_options, "deterministic_time": float(deterministic_time)}
-    if variant not in ("", "demand"):
-        raise InputError("allocator", allocator, "the only variant is SOLVER@demand (every job held at its fixed demand)")
-    alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, **solver_options)
-    if variant:
+    if variant not in ("", "demand", "warm"):
+        raise InputError("allocator", allocator, "the variants are SOLVER@demand (every job held at its fixed demand) and "
+                         "SOLVER@warm (each round from the last: optsched.incremental)")
+    alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, incremental=variant == "warm",
+                                     **solver_options)
+    if variant == "demand":
         alloc = AtDemand(alloc)
     if shadow is not None:
         dt = {"deterministic_time": float(deterministic_time)} if deterministic_time is not None and shadow in DETERMINISTIC_TIME_SOLVERS else {}

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.incremental import RoundSolver
 from optsched.model import Instance
 from optsched.registry import get_method
 from optsched.result import Result
@@ -37,10 +38,14 @@ class SolveRoundAllocator:
     for trusted solvers on long replays, where the check is a large share of a fast heuristic's
     time; the tests run every solver validated, and ``SimConfig(check=True)`` checks inside the
     engine whatever the allocator does. Rounds with contract-v2 policy rules are always validated.
+
+    ``incremental=True`` solves the rounds as one chain (:class:`optsched.incremental.RoundSolver`:
+    the previous schedule carried over, no search when it is proven within ``gap_target``).
     """
 
     def __init__(self, solver: str | None = None, *, method: str = "auto", time_limit: float = 10.0, seed: int = 0,
-                 hint: bool = True, validate: bool = True, **options: Any) -> None:
+                 hint: bool = True, validate: bool = True, incremental: bool = False, gap_target: float = 0.005,
+                 **options: Any) -> None:
         if not validate and solver is None:
             raise InputError("validate", validate, "can be False only with a named solver")
         self.solver = solver
@@ -52,8 +57,12 @@ class SolveRoundAllocator:
         self.takes_hint = hint and solver is not None and get_method(solver).takes_hint
         self.name = solver or method
         self._previous: Schedule | None = None
+        self._chain = RoundSolver(solver or "cpsat", time_limit=time_limit, seed=seed, gap_target=gap_target, options=options) \
+            if incremental else None
 
     def __call__(self, instance: Instance) -> Result:
+        if self._chain is not None:
+            return self._chain.solve(instance)
         hint = None
         if self.takes_hint and self._previous is not None:
             present = {j.id for j in instance.jobs}

@@ -1,0 +1,91 @@
+"""Cold vs warm exact rounds in the simulator: fungible-greedy, cpsat (each round from scratch)
+and cpsat@warm (each round from the last: optsched.incremental) on the same workloads, in one run.
+
+    python benchmarks/bench_incremental.py --workloads synergy,gang --jobs 300 --time-limit 0.2
+
+Per allocator: the run's wall time and its ratio to fungible-greedy's, the per-round solve time
+(p50, p95) and solve CPU time (p50) over the rounds the allocator was called on, the mean and
+p95 per-round gap against the round's own proven bound, and the mean JCT. The rows also go to
+``--out`` as JSON (``benchmarks/results/incremental.json`` by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sim import LOADS, WORKLOADS, setup_window  # noqa: E402
+
+ALLOCATORS = ("fungible-greedy", "cpsat", "cpsat@warm")
+#: the synthetic trace presets behind the workloads (their job count is --jobs)
+PRESETS = {"synergy": "synergy", "gang": "gang-heavy"}
+#: the load each workload runs at (bench_sim's LOADS): Synergy's own arrival rate, gangs at 1.0
+LOAD = {"synergy": "natural", "gang": "one"}
+
+
+def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int) -> dict[str, Any]:
+    """One simulation; the figures of the module text."""
+    from optsched.sim.engine import SimConfig
+    from optsched.sim.experiment import run
+
+    opts = {"num_workers": 1} if allocator.startswith("cpsat") else {}
+    t0 = time.perf_counter()
+    res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed,
+              config=SimConfig(name=allocator, progress=False), **opts)
+    wall = time.perf_counter() - t0
+    solved = res.rounds["solved"] > 0
+    solve_s = res.rounds["solve_s"][solved]
+    cpu_s = res.rounds["solve_cpu_s"][solved]
+    gap = res.rounds["gap"][solved]
+    gap = gap[np.isfinite(gap)]
+    s = res.summary()
+    return {"allocator": allocator, "wall_s": wall, "rounds": int(solved.sum()),
+            "solve_p50_ms": 1e3 * float(np.median(solve_s)) if solve_s.size else math.nan,
+            "solve_p95_ms": 1e3 * float(np.percentile(solve_s, 95)) if solve_s.size else math.nan,
+            "cpu_p50_ms": 1e3 * float(np.median(cpu_s)) if cpu_s.size else math.nan,
+            "gap_mean_pct": 100 * float(gap.mean()) if gap.size else math.nan,
+            "gap_p95_pct": 100 * float(np.percentile(gap, 95)) if gap.size else math.nan,
+            "avg_jct_h": s["avg_jct_s"] / 3600, "finished": s["finished"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default="synergy,gang")
+    ap.add_argument("--jobs", type=int, default=300)
+    ap.add_argument("--policy", default="fifo")
+    ap.add_argument("--time-limit", type=float, default=0.2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--allocators", default=",".join(ALLOCATORS))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "incremental.json"),
+                    help="write the rows as JSON here")
+    args = ap.parse_args(argv)
+    rows = []
+    for wl in args.workloads.split(","):
+        WORKLOADS[wl] = {**WORKLOADS[wl], "trace": f"synthetic:{PRESETS[wl]}:jobs={args.jobs}"}
+        setup = setup_window(wl, LOADS[LOAD[wl]], args.seed)
+        base = None
+        print(f"\n{wl}: {args.jobs} jobs, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
+        print(f"{'allocator':<16} {'wall s':>8} {'x greedy':>8} {'rounds':>6} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} "
+              f"{'gap %':>6} {'gap p95':>7} {'JCT h':>7}")
+        for alloc in args.allocators.split(","):
+            r = {"workload": wl, "jobs": args.jobs, "policy": args.policy, **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed)}
+            base = r["wall_s"] if alloc == "fungible-greedy" else base
+            r["x_greedy"] = r["wall_s"] / base if base else math.nan
+            rows.append(r)
+            print(f"{alloc:<16} {r['wall_s']:8.1f} {r['x_greedy']:8.2f} {r['rounds']:6d} {r['solve_p50_ms']:7.1f} {r['solve_p95_ms']:7.1f} "
+                  f"{r['cpu_p50_ms']:7.1f} {r['gap_mean_pct']:6.2f} {r['gap_p95_pct']:7.2f} {r['avg_jct_h']:7.3f}", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,424 @@
+"""Round chains: solve each round of a sequence starting from what the previous round left.
+
+Consecutive scheduling rounds (a simulator's, a cluster manager calling every few minutes) differ
+by a few arrivals and completions. :class:`RoundSolver` keeps the previous round's answer (one
+round's worth of state, never more) and, for the next round:
+
+1. **reuses** the previous result when the round is identical to the previous one
+   (:func:`round_key`: every field of the round except its name), after checking it again;
+2. **carries over** the previous schedule: the jobs still present keep their assignment where it
+   stays feasible, and fungible-greedy places the others around them (:func:`carry_over`);
+3. **stops early**: when the carried-over schedule is within ``gap_target`` of a cheap proven
+   bound (:func:`gpu_knapsack_bound`) no search runs at all; otherwise the exact solver runs with
+   the carried-over schedule as its complete hint and CP-SAT's ``relative_gap_limit`` set to
+   ``gap_target``. A warm round is never worth less than the carried-over schedule.
+
+What is reused and why it stays valid: ``formulations/incremental.md``.
+
+Example
+-------
+>>> from optsched.gen import generate
+>>> from optsched.incremental import RoundSolver
+>>> rounds = RoundSolver("cpsat", time_limit=1.0, options={"num_workers": 1})
+>>> inst = generate(nodes=2, jobs=4, seed=0)
+>>> first = rounds.solve(inst)
+>>> again = rounds.solve(inst)
+>>> again.stats["incremental"], again.schedule.jobs == first.schedule.jobs
+('reused', True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from optsched.checker import check_schedule
+from optsched.errors import InputError, safe_text
+from optsched.exact.hint import greedy_schedule
+from optsched.heuristics.best_response import best_response
+from optsched.heuristics.fungible_greedy import FungibleGreedy, fungible_greedy_schedule
+from optsched.model import Instance
+from optsched.policy_repair import repair
+from optsched.registry import get_method
+from optsched.result import Result, Status
+from optsched.round_policies import policy_families
+from optsched.schedule import Schedule
+from optsched.solve import solve_round
+
+__all__ = ["BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
+
+#: policy families under which a round still ranks schedules by worth alone, so that a worth bound
+#: may end the round early (quotas, move budgets and pinned jobs only restrict the schedules)
+BOUND_FAMILIES = frozenset({"preemption", "quotas", "max_moves"})
+
+#: the ``stats["incremental"]`` values: how a round was answered
+PATHS = ("cold", "reused", "carried", "searched")
+
+
+def round_key(instance: Instance) -> str:
+    """A digest of everything in ``instance`` that a schedule's feasibility or worth depends on:
+    the round's settings, the nodes and the jobs (profiles, weights, running placements, policy
+    fields), in order. Only the instance's name is left out, so two rounds of a chain that differ
+    in nothing else have the same key (and the same optimal schedules)."""
+    d = instance.to_dict()
+    d.pop("name", None)
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _best_value(job: Any) -> float:
+    """The most a job can be worth in any schedule, ignoring the nodes: its weight x its fastest
+    allowed GPU's speed x its best throughput over demand (spread and restart factors are at most 1)."""
+    speeds = job.gpu_speed.values() if job.gpu_speed is not None else (1.0,)
+    best = max(max(row) for row in job.profile.throughput)
+    return job.weight * max(speeds) * best / job.demand_throughput
+
+
+def _fit_factors(instance: Instance, job: Any, gpu_type: str, nodes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> float:
+    """The most ``throughput[c][m] x spread multiplier`` a job reaches on ``gpu_type``'s nodes:
+    at grid point ``(c, m)`` node ``n`` holds at most ``min(gpus_n, cpus_n // c, mem_n // m)`` of its
+    GPUs, so the job needs at least ``k`` nodes (the fewest whose such counts add up to its
+    GPUs) and pays at least ``spread_factor ** (k - spread_base)``; a point no set of nodes
+    holds is left out (0 when none is held)."""
+    gpus, cpus, mem = nodes
+    prof = job.profile
+    c = np.asarray(prof.cpus_per_gpu, dtype=np.int64)
+    m = np.asarray(prof.mem_per_gpu_gb, dtype=np.int64)
+    thr = np.asarray(prof.throughput, dtype=np.float64)
+    if instance.round.fair:  # a fair round allows only the points at least as fast as the demand
+        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
+    by_c = np.minimum(gpus[None, :], np.where(c[:, None] > 0, cpus[None, :] // np.maximum(c[:, None], 1), gpus[None, :]))
+    by_m = np.where(m[:, None] > 0, mem[None, :] // np.maximum(m[:, None], 1), gpus[None, :])
+    q = np.minimum(by_c[:, None, :], by_m[None, :, :])  # (cores point, memory point, node)
+    q = -np.sort(-q, axis=2).cumsum(axis=2)
+    fits = q[:, :, -1] >= job.gpus
+    k = (q < job.gpus).sum(axis=2) + 1  # the fewest nodes that hold the job at each point
+    base = instance.spread_base(gpu_type, job.gpus)
+    factor = thr * job.spread_factor ** np.maximum(0, k - base)
+    factor = np.where(fits, factor, 0.0)
+    return float(factor.max()) if factor.size else 0.0
+
+
+def _best_values(instance: Instance) -> list[float]:
+    """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
+    allowed GPU types; :func:`_best_value` where that would be slower than it is worth)."""
+    by_type: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for t in instance.gpu_types:
+        ns = [n for n in instance.nodes if n.gpu_type == t and n.gpus > 0]
+        by_type[t] = (np.array([n.gpus for n in ns], dtype=np.int64), np.array([n.cpus for n in ns], dtype=np.int64),
+                      np.array([n.mem_gb for n in ns], dtype=np.int64))
+    cache: dict[tuple[int, int, float, str], float] = {}
+    out = []
+    for j in instance.jobs:
+        best = 0.0
+        speeds = j.gpu_speed if j.gpu_speed is not None else dict.fromkeys(instance.gpu_types, 1.0)
+        for t, speed in speeds.items():
+            if t not in by_type or not by_type[t][0].size:
+                continue
+            key = (id(j.profile), j.gpus, j.spread_factor, t)
+            f = cache.get(key)
+            if f is None:
+                f = cache[key] = _fit_factors(instance, j, t, by_type[t])
+            best = max(best, speed * f)
+        out.append(j.weight * best / j.demand_throughput)
+    return out
+
+
+#: the 0/1 knapsack is solved exactly up to this many jobs x GPUs (numpy, one pass per job),
+#: above it by its fractional relaxation
+KNAPSACK_CELLS = 4_000_000
+
+
+def _knapsack(items: list[tuple[float, int]], capacity: int) -> float:
+    """The 0/1 knapsack's optimum over ``items`` (value, GPUs) into ``capacity`` GPUs, or its
+    fractional relaxation (an upper bound on it) when the table would be large."""
+    capacity = max(0, int(capacity))
+    items = [(v, g) for v, g in items if v > 0]
+    if sum(g for _, g in items) <= capacity:
+        return sum(v for v, _ in items)
+    if len(items) * (capacity + 1) <= KNAPSACK_CELLS:
+        dp = np.zeros(capacity + 1)
+        for v, g in items:
+            if g <= capacity:
+                np.maximum(dp[g:], dp[: capacity + 1 - g] + v, out=dp[g:])
+        return float(dp[-1])
+    total, left = 0.0, float(capacity)
+    for v, g in sorted(items, key=lambda vg: vg[0] / vg[1], reverse=True):
+        if left <= 0:
+            break
+        take = min(1.0, left / g)
+        total += take * v
+        left -= take * g
+    return total
+
+
+def _node_choice(items: list[list[tuple[int, float]]], capacity: int) -> float:
+    """The multiple-choice knapsack's optimum: each item picks one (weight, value) option and the
+    weights fit in ``capacity`` (dynamic programme over the integer capacity; none needed when
+    every item's most valuable option fits together)."""
+    best = [max(options, key=lambda wv: (wv[1], -wv[0])) for options in items]
+    if sum(w for w, _ in best) <= capacity:
+        return sum(v for _, v in best)
+    dp = np.zeros(capacity + 1)
+    for options in items:
+        new = np.full(capacity + 1, -np.inf)
+        for w, v in options:
+            if w <= capacity:
+                np.maximum(new[w:], dp[: capacity + 1 - w] + v, out=new[w:])
+        dp = new
+    return float(dp.max())
+
+
+def _pinned_bound(instance: Instance, values: list[float]) -> float:
+    """The knapsack bound with pinned jobs where they run: a pinned job (``preemptible`` false,
+    running) keeps its GPUs, so the other jobs share the GPUs left; the pinned jobs that run on
+    one node share its cores and memory (the best of their grid points that fit, over cores
+    alone and over memory alone: each a relaxation, so the smaller is a bound)."""
+    per_node: dict[str, list[Any]] = {}
+    others: list[tuple[float, int]] = []
+    total = 0.0
+    held = 0
+    for j, v in zip(instance.jobs, values, strict=True):
+        if not (j.pinned and j.placement):
+            others.append((v, j.gpus))
+            continue
+        held += j.gpus
+        if len(j.placement) == 1:
+            per_node.setdefault(next(iter(j.placement)), []).append(j)
+        else:
+            total += v
+    for node_id, jobs in per_node.items():
+        node = instance.node(node_id)
+        speed = [j.speed(node.gpu_type) or 0.0 for j in jobs]
+        f = [j.weight * s / j.demand_throughput for j, s in zip(jobs, speed, strict=True)]
+        cores = [[(j.gpus * c, fj * max(j.profile.throughput[a])) for a, c in enumerate(j.profile.cpus_per_gpu)] for j, fj in zip(jobs, f, strict=True)]
+        mem = [[(j.gpus * m, fj * max(row[b] for row in j.profile.throughput)) for b, m in enumerate(j.profile.mem_per_gpu_gb)]
+               for j, fj in zip(jobs, f, strict=True)]
+        best = min(_node_choice(cores, node.cpus), _node_choice(mem, node.mem_gb))
+        total += best if math.isfinite(best) else sum(_best_value(j) for j in jobs)
+    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
+    free = sum(n.gpus for n in instance.nodes if n.gpu_type in types) - held
+    return total + _knapsack(others, free)
+
+
+def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None) -> float:
+    """A proven upper bound on the round's optimum: the 0/1 knapsack of the jobs' best values
+    (:func:`_best_value`) into the GPUs of the types some job may use (its fractional relaxation
+    beyond :data:`KNAPSACK_CELLS`), or, where running
+    jobs are pinned, the same over the GPUs they leave with their own worth bounded per node
+    (:func:`_pinned_bound`), whichever is smaller.
+
+    Valid because every feasible schedule gives each scheduled job at most its best value and uses
+    at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
+    one-type rules (and allowing fractions) only enlarges the set the maximum is taken over. Not
+    defined for elastic jobs (their size changes the value): callers check
+    :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding. With ``good_enough``,
+    the pinned-job refinement is skipped when the plain bound is already at most that.
+    """
+    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
+    capacity = sum(n.gpus for n in instance.nodes if n.gpu_type in types)
+    values = _best_values(instance)
+    total = _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity)
+    if (good_enough is None or total > good_enough) and any(j.pinned for j in instance.jobs):
+        total = min(total, _pinned_bound(instance, values))
+    return total * (1 + 1e-9) + 1e-9
+
+
+def _feasible_part(instance: Instance, schedule: Schedule) -> Schedule:
+    """The largest part of ``schedule`` found by dropping, until the checker accepts the rest,
+    the jobs it names and the jobs on the nodes it names (at worst the empty schedule)."""
+    jobs = {j: a for j, a in schedule.jobs.items() if j in instance._job_index}
+    for _ in range(len(jobs) + 1):
+        part = Schedule(instance.name, jobs)
+        bad = check_schedule(instance, part)
+        if not bad:
+            return part
+        drop = {v.job for v in bad if v.job is not None}
+        nodes = {v.node for v in bad if v.node is not None}
+        drop |= {j for j, a in jobs.items() if nodes & set(a.nodes)}
+        if not drop:  # a round-wide rule: nothing of the previous schedule is kept
+            break
+        jobs = {j: a for j, a in jobs.items() if j not in drop}
+    return Schedule.empty(instance.name)
+
+
+def carry_over(instance: Instance, previous: Schedule | None) -> Schedule:
+    """The previous round's schedule mapped onto ``instance``: jobs that are gone are dropped,
+    assignments that stay feasible are kept (a running job kept where it runs pays no restart),
+    and fungible-greedy places the remaining jobs around them and may raise any job's grid point.
+    Without a previous schedule, fungible-greedy's own. Not necessarily feasible under the
+    round's policy rules (the caller checks)."""
+    fixed = None if previous is None else _feasible_part(instance, previous)
+    return fungible_greedy_schedule(instance, fixed=fixed if fixed is not None and fixed.jobs else None)
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What a :class:`RoundSolver` remembers between rounds: the last round's key
+    (:func:`round_key`) and its result. One round's worth of memory."""
+
+    key: str
+    result: Result
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str):
+            raise InputError("state.key", self.key, "must be a string (round_key)")
+        if not isinstance(self.result, Result):
+            raise InputError("state.result", type(self.result).__name__, "must be a Result")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the result as ``Result.to_dict`` writes it)."""
+        return {"key": self.key, "result": self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoundState:
+        if not isinstance(d, Mapping) or not isinstance(d.get("key"), str) or not isinstance(d.get("result"), Mapping):
+            raise InputError("state", d, "must be {'key': str, 'result': a result object}")
+        r = d["result"]
+        try:
+            schedule = Schedule.from_dict(r)
+            result = Result(schedule, Status(r["status"]), float(r["objective"]), None if r.get("bound") is None else float(r["bound"]),
+                            str(r["solver"]), str(r["method"]), float(r.get("time_s", 0.0)), dict(r.get("stats") or {}))
+        except InputError as e:
+            raise e.within("state.result") from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("state.result", safe_text(str(e)), "is not a result object (Result.to_dict)") from None
+        return cls(d["key"], result)
+
+
+class RoundSolver:
+    """Solves a chain of rounds, each from the previous one's answer.
+
+    Parameters
+    ----------
+    solver
+        A registered solver that takes hints (``"cpsat"`` by default; ``optsched.methods()``).
+    time_limit
+        Wall-clock seconds per searched round.
+    seed
+        The solver's seed.
+    gap_target
+        Stop a round as soon as its schedule is within this relative gap of a proven bound
+        (``0``: search until proven or out of time). CP-SAT gets it as ``relative_gap_limit``.
+    reuse
+        Answer an identical round (:func:`round_key`) with the previous result.
+    options
+        Passed to the solver on searched rounds (e.g. ``{"deterministic_time": 0.5}`` for
+        reproducible rounds, ``{"num_workers": 1}``).
+    state
+        A :class:`RoundState` to resume from (e.g. a service session's).
+
+    ``solve`` returns a :class:`~optsched.result.Result` whose ``stats["incremental"]`` says how
+    the round was answered (:data:`PATHS`): ``cold`` (no usable previous round: a plain solve with
+    fungible-greedy's hint), ``reused``, ``carried`` (the carried-over schedule, proven within the
+    gap target: no search) or ``searched`` (the solver ran from the carried-over schedule).
+    Every schedule it returns passes the independent checker.
+    """
+
+    def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = 0.005,
+                 reuse: bool = True, options: Mapping[str, Any] | None = None, state: RoundState | None = None) -> None:
+        info = get_method(solver)
+        if not info.takes_hint:
+            raise InputError("solver", solver, "must take a hint (a round chain starts each round from the last one's schedule)")
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
+            raise InputError("time_limit", time_limit, "must be a positive number of seconds")
+        if isinstance(gap_target, bool) or not isinstance(gap_target, (int, float)) or not 0 <= gap_target < 1:
+            raise InputError("gap_target", gap_target, "must be a number in [0, 1)")
+        if state is not None and not isinstance(state, RoundState):
+            raise InputError("state", state, "must be a RoundState or None")
+        self.solver = solver
+        self.time_limit = float(time_limit)
+        self.seed = seed
+        self.gap_target = float(gap_target)
+        self.reuse = bool(reuse)
+        self.options = dict(options or {})
+        self.state = state
+
+    def reset(self) -> None:
+        """Forget the previous round."""
+        self.state = None
+
+    def solve(self, instance: Instance | Mapping[str, Any]) -> Result:
+        """The next round of the chain (see the class text)."""
+        if not isinstance(instance, Instance):
+            instance = Instance.from_dict(instance)
+        start = time.perf_counter()
+        key = round_key(instance) if self.reuse else ""
+        if self.reuse and self.state is not None and self.state.key == key:
+            out = self._reused(instance, self.state.result, start)
+            if out is not None:
+                self.state = RoundState(key, out)
+                return out
+        previous = None if self.state is None else self.state.result.schedule
+        out = self._solve(instance, previous, start)
+        self.state = RoundState(key, out)
+        return out
+
+    def _reused(self, instance: Instance, result: Result, start: float) -> Result | None:
+        schedule = Schedule(instance.name, dict(result.schedule.jobs))
+        report = check_schedule(instance, schedule)
+        if report:  # cannot happen for an identical round; solve it afresh rather than trust the key
+            return None
+        return replace(result, schedule=schedule, objective=report.objective, time_s=time.perf_counter() - start,
+                       stats={**result.stats, "incremental": "reused"}, trajectory=())
+
+    def _solve(self, instance: Instance, previous: Schedule | None, start: float) -> Result:
+        families = policy_families(instance)
+        carried = carry_over(instance, previous)
+        report = check_schedule(instance, carried)
+        hint: Schedule | None = None if report else carried
+        stats: dict[str, Any] = {"incremental": "cold" if previous is None else "searched"}
+        if hint is not None:
+            stats["carried_objective"] = report.objective
+        if hint is not None and families <= BOUND_FAMILIES:
+            value = report.objective
+            bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9)
+            stats["knapsack_bound"] = bound
+            if value < (1.0 - self.gap_target) * bound - 1e-9:
+                # before any search: single-job best responses from the carried-over schedule, from
+                # fungible-greedy's own (its fixed-demand pass places gangs that the fungible
+                # completion leaves out) and from cpsat's greedy hints; the checker has the last word
+                starts = [hint, FungibleGreedy().solve(instance, time_limit=self.time_limit, seed=self.seed).schedule,
+                          greedy_schedule(instance), greedy_schedule(instance, running_first=False)]
+                for start_from in starts:
+                    if families and check_schedule(instance, start_from):  # the exact greedies may move pinned jobs
+                        start_from = repair(instance, start_from)
+                    better = best_response(instance, start_from)
+                    checked = check_schedule(instance, better)
+                    if not checked and checked.objective > value * (1 + 1e-12):
+                        hint, value = better, checked.objective
+                        stats["improved_objective"] = value
+            if value >= (1.0 - self.gap_target) * bound - 1e-9:
+                status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
+                return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                              {**stats, "incremental": "carried"})
+        options = dict(self.options)
+        if self.solver == "cpsat":
+            if self.gap_target > 0:
+                options["cp_params"] = {"relative_gap_limit": self.gap_target, **(options.get("cp_params") or {})}
+            # the knapsack bound stands in for the LP bound cpsat would keep 0.3 s for: the time goes to the search
+            options.setdefault("lp_fallback", "knapsack_bound" not in stats)
+        left = max(0.01, self.time_limit - (time.perf_counter() - start))
+        res = solve_round(instance, "auto", solver=self.solver, time_limit=left, seed=self.seed,
+                          hint=hint, **options)
+        bound = res.bound
+        if "knapsack_bound" in stats:
+            bound = stats["knapsack_bound"] if bound is None else min(bound, stats["knapsack_bound"])
+        schedule, objective, status = res.schedule, res.objective, res.status
+        hint_value = stats.get("improved_objective", stats.get("carried_objective"))
+        if hint is not None and hint_value > objective + 1e-9 * max(1.0, objective) and families <= BOUND_FAMILIES:
+            # never worse than the carried-over schedule (rounds ranked by worth alone)
+            schedule, objective, status = hint, hint_value, Status.FEASIBLE
+        if bound is not None:
+            bound = max(bound, objective)
+            if status is not Status.OPTIMAL and objective >= bound - 1e-6 * max(1.0, bound) and families <= BOUND_FAMILIES:
+                status = Status.OPTIMAL
+        return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
+                      {**res.stats, **stats}, res.trajectory)

@@ -1,0 +1,214 @@
+"""Round chains (optsched.incremental): each round solved from the previous one's answer."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from optsched.checker import check_schedule
+from optsched.errors import InputError
+from optsched.gen import generate
+from optsched.incremental import RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
+from optsched.model import Instance
+from optsched.sim import cluster, policies
+from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+from optsched.sim.experiment import prepare, run
+from optsched.sim.workload import Trace, build_workload
+from optsched.solve import solve_round
+
+FAST = {"num_workers": 1}
+
+
+def _workload(nodes, sizes, probs, n=36, seed=3, span_h=6.0):
+    rng = np.random.default_rng(seed)
+    g = rng.choice(sizes, size=n, p=probs)
+    dur = rng.lognormal(np.log(900), 1.0, size=n)
+    sub = np.sort(rng.uniform(0, span_h * 3600, size=n))
+    tr = Trace.from_columns("chain", {"job_id": [f"j{i}" for i in range(n)], "submit_s": sub, "duration_s": dur, "gpus": g})
+    return build_workload(tr, nodes, seed=seed, spread_factor=0.9, restart_s=60.0)
+
+
+HOMOGENEOUS = cluster.homogeneous(4, gpus=8, cpus=32, mem_gb=256)
+MIXED = cluster.heterogeneous([(2, "V100", 8, 64, 512), (2, "K80", 8, 48, 384)])
+#: (name, nodes, job sizes, their probabilities, arrival span in hours)
+SHAPES = [
+    ("single-gpu", HOMOGENEOUS, [1], [1.0], 6.0),
+    ("gang-heavy", HOMOGENEOUS, [1, 8, 16, 24], [0.2, 0.4, 0.3, 0.1], 6.0),
+    ("heterogeneous", MIXED, [1, 2, 4, 8], [0.4, 0.3, 0.2, 0.1], 6.0),
+    ("overload", HOMOGENEOUS, [1, 2, 4, 8], [0.3, 0.3, 0.2, 0.2], 0.2),
+]
+
+
+class _Recorder:
+    """A warm RoundSolver as the simulator's allocator, keeping every round and its answer."""
+
+    def __init__(self) -> None:
+        self.chain = RoundSolver("cpsat", time_limit=0.1, options=FAST)
+        self.rounds: list[tuple[Instance, object]] = []
+
+    def __call__(self, instance):
+        res = self.chain.solve(instance)
+        self.rounds.append((instance, res))
+        return res
+
+
+@pytest.mark.parametrize("policy", ["las", "fifo"])
+@pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
+def test_warm_rounds_are_feasible_and_never_worse_than_the_carried_schedule(shape, policy):
+    """On every round of a replay (single-GPU stream, gangs, two GPU types, a burst far beyond
+    the cluster; FIFO pins running jobs, LAS preempts), the warm answer passes the independent
+    checker, is worth at least the carried-over schedule, reports a bound at least its worth,
+    and the cold solve of the same round is feasible too."""
+    _, nodes, sizes, probs, span = shape
+    rec = _Recorder()
+    simulate(_workload(nodes, sizes, probs, span_h=span), nodes, policies.get_policy(policy), rec,
+             SimConfig(round_s=300.0, progress=False, reuse_unchanged=False))
+    assert len(rec.rounds) >= 8
+    paths = set()
+    for inst, res in rec.rounds:
+        report = check_schedule(inst, res.schedule)
+        assert not report, report[:2]
+        assert res.objective == pytest.approx(report.objective, rel=1e-6, abs=1e-6)
+        paths.add(res.stats["incremental"])
+        if "carried_objective" in res.stats:
+            assert res.objective >= res.stats["carried_objective"] - 1e-6
+        if res.bound is not None:
+            assert res.bound >= res.objective - 1e-6
+    for inst, _ in rec.rounds[:: max(1, len(rec.rounds) // 4)]:
+        cold = solve_round(inst, solver="cpsat", time_limit=0.1, **FAST)
+        assert not check_schedule(inst, cold.schedule)
+    assert paths <= {"cold", "carried", "searched", "reused"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("kind", ["mixed", "gangs", "fair"])
+def test_the_knapsack_bound_is_at_least_the_proven_optimum(seed, kind):
+    """The cheap bound that ends a round early is a bound: never below a proven optimum (two GPU
+    types, gangs over several nodes that pay their spread, fair rounds that restrict the points)."""
+    sizes = {1: 0.3, 4: 0.2, 8: 0.2, 12: 0.2, 16: 0.1} if kind == "gangs" else {1: 0.9, 2: 0.1}
+    inst = generate(nodes=3 if kind == "gangs" else 2, jobs=4 + seed, seed=seed, running_fraction=0.3, gpu_types=("V100", "K80"),
+                    job_sizes=sizes, fair=kind == "fair", cpus_per_node=24 if kind == "gangs" else 48)
+    res = solve_round(inst, solver="cpsat", time_limit=10.0, **FAST)
+    assert res.status.value == "optimal"
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_knapsack_bound_with_pinned_jobs_is_at_least_the_proven_optimum(seed):
+    """Where running jobs are pinned, the bound shares each node's cores and memory among the
+    jobs pinned there: tighter, and still never below a proven optimum."""
+    d = generate(nodes=2, jobs=8, seed=seed, running_fraction=0.6, cpus_per_node=24, gpu_types=("V100", "K80")).to_dict()
+    for j in d["jobs"]:
+        if j.get("placement"):
+            j["preemptible"] = False
+    inst = Instance.from_dict(d)
+    res = solve_round(inst, solver="cpsat", time_limit=10.0, **FAST)
+    assert res.status.value == "optimal"
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+
+
+def _renamed(inst: Instance, name: str) -> Instance:
+    d = inst.to_dict()
+    d["name"] = name
+    return Instance.from_dict(d)
+
+
+def test_an_identical_round_reuses_the_answer_and_a_changed_round_does_not():
+    inst = generate(nodes=3, jobs=10, seed=4)
+    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
+    first = chain.solve(inst)
+    again = chain.solve(_renamed(inst, "next"))  # only the name differs
+    assert again.stats["incremental"] == "reused"
+    assert again.schedule.jobs == first.schedule.jobs and again.schedule.instance == "next"
+    assert again.objective == pytest.approx(first.objective)
+    d = inst.to_dict()
+    d["jobs"][0]["weight"] = d["jobs"][0].get("weight", 1.0) * 2
+    changed = Instance.from_dict(d)
+    assert round_key(changed) != round_key(inst)
+    res = chain.solve(changed)
+    assert res.stats["incremental"] != "reused"
+    assert not check_schedule(changed, res.schedule)
+    off = RoundSolver("cpsat", time_limit=1.0, reuse=False, options=FAST)
+    off.solve(inst)
+    assert off.solve(inst).stats["incremental"] != "reused"
+
+
+def test_the_carried_schedule_keeps_what_stays_feasible_and_drops_the_rest():
+    inst = generate(nodes=3, jobs=8, seed=2)
+    prev = solve_round(inst, solver="cpsat", time_limit=1.0, **FAST).schedule
+    d = inst.to_dict()
+    gone = next(iter(prev.jobs))
+    d["jobs"] = [j for j in d["jobs"] if j["id"] != gone]
+    d["nodes"] = d["nodes"][:2]  # the third node is gone too: its jobs are placed again
+    nxt = Instance.from_dict(d)
+    carried = carry_over(nxt, prev)
+    assert not check_schedule(nxt, carried)
+    assert gone not in carried.jobs
+    kept = {j for j, a in prev.jobs.items() if j != gone and set(a.nodes) <= {n["id"] for n in d["nodes"]}}
+    assert kept <= set(carried.jobs)
+
+
+def test_state_is_one_round_and_round_trips():
+    inst = generate(nodes=2, jobs=6, seed=1)
+    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
+    for i in range(5):
+        chain.solve(_renamed(inst, f"r{i}"))
+    assert isinstance(chain.state, RoundState)
+    size = sys.getsizeof(chain.state.to_dict()["result"]["jobs"])
+    chain.solve(_renamed(inst, "r5"))
+    assert sys.getsizeof(chain.state.to_dict()["result"]["jobs"]) == size  # nothing accumulates
+    back = RoundState.from_dict(chain.state.to_dict())
+    assert back.key == chain.state.key and back.result.schedule.jobs == chain.state.result.schedule.jobs
+    resumed = RoundSolver("cpsat", time_limit=1.0, options=FAST, state=back)
+    assert resumed.solve(_renamed(inst, "r6")).stats["incremental"] == "reused"
+    chain.reset()
+    assert chain.state is None
+    with pytest.raises(InputError, match="state"):
+        RoundState.from_dict({"key": "k", "result": {"jobs": {}}})
+
+
+def test_bad_settings_are_refused_by_name():
+    with pytest.raises(InputError, match="solver"):
+        RoundSolver("fungible-greedy")
+    with pytest.raises(InputError, match="gap_target"):
+        RoundSolver(gap_target=1.5)
+    with pytest.raises(InputError, match="time_limit"):
+        RoundSolver(time_limit=0)
+
+
+def test_the_simulator_runs_a_warm_chain_by_its_allocator_variant():
+    """``cpsat@warm`` in the simulator: every round answered by the chain, schedules checked."""
+    setup = prepare("synthetic:synergy:jobs=30", cluster="4x8", cpus=24, mem_gb=500, restart_s=0.0, seed=0)
+    res = run(setup, policy="fifo", allocator="cpsat@warm", time_limit=0.1, config=SimConfig(progress=False, check=True),
+              num_workers=1)
+    assert res.summary()["finished"] == 30
+    alloc = SolveRoundAllocator("cpsat", time_limit=0.1, incremental=True, num_workers=1)
+    assert alloc._chain is not None
+    with pytest.raises(InputError, match="allocator"):
+        run(setup, allocator="cpsat@cold", time_limit=0.1)
+
+
+def test_the_sim_env_reference_is_a_checked_chain_over_the_episode():
+    """``SimEnv.reference()``: the exact chain's answer to the round the agent is deciding."""
+    from optsched.envs import SimEnv
+
+    nodes = cluster.homogeneous(2, gpus=8, cpus=32, mem_gb=256)
+    env = SimEnv(_workload(nodes, [1, 2], [0.7, 0.3], n=12, span_h=0.5), nodes, round_s=300, max_jobs=10,
+                 reference_chain=RoundSolver("cpsat", time_limit=0.2, options=FAST))
+    _, info = env.reset(seed=0)
+    paths = []
+    for _ in range(2_000):
+        if env._steps is None or len(paths) >= 3:
+            break
+        ref = env.reference()
+        assert not check_schedule(env.instance, ref.schedule)
+        paths.append(ref.stats["incremental"])
+        start = env._round
+        while env._round == start and env._steps is not None:
+            _, _, term, trunc, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+    assert paths and paths[0] in ("cold", "carried")
+    assert len(paths) >= 2 and all(p in ("carried", "searched", "reused") for p in paths[1:])
+    env.reset(seed=0)
+    assert env.reference_chain.state is None
