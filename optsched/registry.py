@@ -107,6 +107,10 @@ register_method(
     "optsched.heuristics.lns:LargeNeighbourhoodSearch", takes_hint=True, default=True, policies=_ALL_POLICIES,
 )
 register_method(
+    "partitioned", "heuristic", "POP-style parts solved in parallel by lns, re-balanced by prices, repaired across parts",
+    "optsched.partition.solver:PartitionedSolver", takes_hint=True, policies=("preemption",),
+)
+register_method(
     "scip", "exact", "The shared MIP description solved by OR-Tools MPSolver with SCIP",
     "optsched.mip.solvers:ScipSolver", takes_hint=True, policies=_MIP_POLICIES,
 )
