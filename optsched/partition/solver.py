@@ -56,16 +56,20 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "passes": 2,  # 1: no re-balancing
     "rebalance": "prices",  # or "leftover" (moves by room only, for comparison)
     "work": None,  # CP-SAT deterministic seconds per part in pass 1 (None: from the time limit)
-    "sub_time": 0.25,  # deterministic seconds per lns sub-problem at most
+    "sub_time": 0.03,  # deterministic seconds per lns sub-problem at most (measured below)
 }
 
 #: nodes per part that the default ``parts`` aims at
 NODES_PER_PART = 512
-#: wall seconds per CP-SAT deterministic second of a part's lns, set-up included (measured on
-#: a 256 x 1,000 part of l-1024n-4000j-01, 2 shared cores: 3.7)
-WALL_PER_WORK = 4.0
+#: wall seconds per CP-SAT deterministic second of a part's lns (measured on 128 x 500 and
+#: 256 x 1,000 parts of the large library rounds, 2 cores: 3.7 alone, 6.5 with the load average at
+#: 2.5-3; the larger keeps parts within their wall-clock share, so schedules stay reproducible). The
+#: default ``sub_time`` of 0.03 deterministic seconds (about 0.15 s of wall time here) gave the best
+#: part: 1,603.86 against 1,603.51 with 0.06-0.25, 1.0 deterministic second on a 256 x 1,000 part
+WALL_PER_WORK = 6.5
 #: wall seconds per job for a part's set-up (decoding, lns starts, prices), per job of the part
-PART_S_PER_JOB = 1.2e-3
+#: (measured 1.5-2 ms on 250- and 500-job parts, 2 loaded cores)
+PART_S_PER_JOB = 2.0e-3
 #: wall seconds per job of the round for partitioning and encoding, and for the final repair
 PREP_S_PER_JOB = 1.0e-4
 REPAIR_S_PER_JOB = 2.0e-4
