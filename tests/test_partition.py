@@ -212,6 +212,27 @@ def test_pinned_jobs_stay_and_other_policies_are_refused():
         solve_round(quota, solver="partitioned", time_limit=2.0)
 
 
+def test_a_hint_warm_starts_the_parts_it_lies_in():
+    from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+
+    inst = _medium()
+    hint = fungible_greedy_schedule(inst)
+    p = draw_partition(inst, 3, seed=4)
+    part_of = {n: q for q, ns in enumerate(p.nodes) for n in ns}
+    offered, hints = partition_solver._warm(inst, p, hint)
+    for j, a in hint.jobs.items():
+        parts = {part_of[n] for n in a.nodes}
+        if len(parts) == 1:  # offered to the part its hinted nodes lie in, with that assignment as hint
+            q = parts.pop()
+            assert j in offered[q] and hints[q].jobs[j] == a
+            assert all(j not in offered[r] for r in range(3) if r != q)
+        else:
+            assert all(j not in h.jobs for h in hints)
+    assert sorted(j for js in offered for j in js) == sorted(j for js in p.jobs for j in js)  # no job lost or doubled
+    res = _solve(inst, hint=hint, work=0.05, passes=1)
+    assert res.objective >= schedule_value(inst, hint) - 1e-9
+
+
 def test_options_are_checked_by_name():
     inst = _round(4, 6)
     for bad, field in (({"passes": 0}, "passes"), ({"by": "zone"}, "by"), ({"rebalance": "x"}, "rebalance"),

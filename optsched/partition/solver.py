@@ -141,6 +141,28 @@ def _too_big(instance: Instance, job_id: str) -> bool:
     return job.placement is None and all(job.gpus > n.gpus for n in instance.nodes if job.speed(n.gpu_type) is not None)
 
 
+def _warm(instance: Instance, partition: Partition, hint: Schedule | None) -> tuple[list[list[str]], list[Schedule]]:
+    """The jobs offered to each part in pass 1 and its hint: a hinted job whose nodes all lie in
+    one part is offered to that part, with its hinted assignment as the part's warm start."""
+    offered = [list(js) for js in partition.jobs]
+    hints: list[dict] = [{} for _ in range(partition.parts)]
+    if hint is not None:
+        part_of = {n: q for q, ns in enumerate(partition.nodes) for n in ns}
+        home = {j: q for q, js in enumerate(offered) for j in js}
+        for j, a in hint.jobs.items():
+            parts = {part_of[n] for n in a.nodes}
+            if len(parts) != 1:
+                continue
+            q = parts.pop()
+            if home.get(j) != q:
+                if j in home:
+                    offered[home[j]].remove(j)
+                offered[q].append(j)
+                home[j] = q
+            hints[q][j] = a
+    return offered, [Schedule(instance.name, h) for h in hints]
+
+
 class PartitionedSolver:
     """``partitioned``: parts solved in parallel by ``lns``, re-balanced by prices, repaired across parts.
 
@@ -174,8 +196,7 @@ class PartitionedSolver:
                                  "passes": passes, "work": budgets, "rest": len(partition.rest), "cut_parts": 0,
                                  "pass_objectives": [], "pass_s": [], "moved": []}
         stats["prep_s"] = time.perf_counter() - start
-        offered = [list(js) for js in partition.jobs]
-        schedules = [Schedule(instance.name, {}) for _ in range(partition.parts)]
+        offered, schedules = _warm(instance, partition, hint)
         prices: list[dict[str, tuple[float, float, float]]] | None = None
         elapsed_share = 0.0
         for p in range(passes):
@@ -198,7 +219,8 @@ class PartitionedSolver:
         merged = Schedule(instance.name, {j: a for s in schedules for j, a in s.jobs.items()})
         merged_value = schedule_value(instance, merged)
         t0 = time.perf_counter()
-        gangs = [*partition.rest, *(j for js in offered for j in js if j not in merged.jobs and _too_big(instance, j))]
+        gangs = [*(j for j in partition.rest if j not in merged.jobs),
+                 *(j for js in offered for j in js if j not in merged.jobs and _too_big(instance, j))]
         repaired, repair_stats = repair_across(instance, merged, gangs, seed=seed)
         repaired_value = schedule_value(instance, repaired)
         if repaired_value < merged_value:  # the fill only adds jobs and raises points: never expected
