@@ -18,6 +18,8 @@ result is feasible by construction (the tests check it with the independent chec
 
 from __future__ import annotations
 
+import numpy as np
+
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
@@ -36,45 +38,45 @@ def _points(instance: Instance, job: Job) -> list[tuple[int, int, float]]:
 
 def place_gangs(instance: Instance, schedule: Schedule, gangs: list[str]) -> Schedule:
     """``schedule`` with each of ``gangs`` placed where the jobs it evicts are worth less than it
-    (see the module text); a gang that would not pay, or fits nowhere, is left out."""
+    (see the module text); a gang that would not pay, or fits nowhere, is left out. Per gang and
+    type one sort of the type's nodes by the worth their jobs hold per GPU (numpy)."""
     jobs = dict(schedule.jobs)
-    on_node: dict[str, set[str]] = {}
-    for j, a in jobs.items():
-        for n in a.nodes:
-            on_node.setdefault(n, set()).add(j)
+    nodes = instance.nodes
+    on_node: dict[int, set[str]] = {}
     worth = {j: assignment_value(instance, instance.job(j), a) for j, a in jobs.items()}
+    cost = np.zeros(len(nodes))
+    blocked = np.array([n.gpus == 0 for n in nodes])
+    for j, a in jobs.items():
+        pinned = instance.job(j).pinned
+        for n in a.nodes:
+            i = instance.node_idx(n)
+            on_node.setdefault(i, set()).add(j)
+            cost[i] += worth[j]
+            blocked[i] |= pinned
+    gpus = np.array([n.gpus for n in nodes], dtype=np.int64)
+    of_type = {t: np.array([i for i, n in enumerate(nodes) if n.gpu_type == t], dtype=np.int64) for t in instance.gpu_types}
     order = sorted(gangs, key=lambda j: (-instance.job(j).weight * instance.job(j).gpus, instance.job_idx(j)))
     for j in order:
         job = instance.job(j)
         best: tuple[float, Assignment, set[str]] | None = None
-        for t in instance.gpu_types:
+        for t, idx in of_type.items():
             if job.speed(t) is None:
                 continue
-            cands = []
-            for n in instance.nodes:
-                if n.gpu_type != t or n.gpus == 0:
-                    continue
-                there = on_node.get(n.id, set())
-                if any(instance.job(x).pinned for x in there):
-                    continue
-                cost = sum(worth[x] for x in there)
-                cands.append((cost / n.gpus, -n.gpus, instance.node_idx(n.id), n))
-            cands.sort(key=lambda c: c[:3])
-            chosen, left = {}, job.gpus
-            for _c, _g, _i, n in cands:
-                if left == 0:
-                    break
-                k = min(left, n.gpus)
-                chosen[n.id] = k
-                left -= k
-            if left:
+            idx = idx[~blocked[idx]]
+            if int(gpus[idx].sum()) < job.gpus:
                 continue
+            idx = idx[np.lexsort((idx, -gpus[idx], cost[idx] / gpus[idx]))]
+            k = int(np.searchsorted(np.cumsum(gpus[idx]), job.gpus)) + 1
+            chosen: dict[str, int] = {}
+            left = job.gpus
+            for i in idx[:k].tolist():
+                chosen[nodes[i].id] = min(left, int(gpus[i]))
+                left -= chosen[nodes[i].id]
             for c, m, _thr in _points(instance, job):
-                if all(k * c <= instance.node(n).cpus and k * m <= instance.node(n).mem_gb for n, k in chosen.items()):
+                if all(g * c <= instance.node(n).cpus and g * m <= instance.node(n).mem_gb for n, g in chosen.items()):
                     a = Assignment(chosen, c, m)
-                    gain = assignment_value(instance, job, a)
-                    evicted = set().union(*(on_node.get(n, set()) for n in chosen))
-                    net = gain - sum(worth[x] for x in evicted)
+                    evicted = set().union(*(on_node.get(i, set()) for i in idx[:k].tolist()))
+                    net = assignment_value(instance, job, a) - sum(worth[x] for x in evicted)
                     if net > 1e-9 and (best is None or net > best[0]):
                         best = (net, a, evicted)
                     break
@@ -83,12 +85,16 @@ def place_gangs(instance: Instance, schedule: Schedule, gangs: list[str]) -> Sch
         _net, a, evicted = best
         for x in evicted:
             for n in jobs.pop(x).nodes:
-                on_node[n].discard(x)
+                i = instance.node_idx(n)
+                on_node[i].discard(x)
+                cost[i] -= worth[x]
             del worth[x]
         jobs[j] = a
         worth[j] = assignment_value(instance, job, a)
         for n in a.nodes:
-            on_node.setdefault(n, set()).add(j)
+            i = instance.node_idx(n)
+            on_node.setdefault(i, set()).add(j)
+            cost[i] += worth[j]
     return Schedule(schedule.instance, jobs)
 
 
