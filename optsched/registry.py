@@ -125,6 +125,11 @@ register_method(
     options="optsched.heuristics.options:LnsOptions",
 )
 register_method(
+    "partitioned", "heuristic", "POP-style parts solved in parallel by lns, re-balanced by prices, repaired across parts",
+    "optsched.partition.solver:PartitionedSolver", takes_hint=True, policies=("preemption",),
+    options="optsched.partition.options:PartitionedOptions",
+)
+register_method(
     "scip", "exact", "The shared MIP description solved by OR-Tools MPSolver with SCIP",
     "optsched.mip.solvers:ScipSolver", takes_hint=True, policies=_MIP_POLICIES,
     options="optsched.mip.options:MipOptions",

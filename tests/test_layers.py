@@ -34,6 +34,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "optsched.model", "optsched.options",
         "optsched.schedule", "optsched.io", "optsched.values", "optsched.result", "optsched.trajectory",
         "optsched.catalogue", "optsched.checker",
+        # the execution backends (process pool, Ray) import only errors and extras
+        "optsched.parallel.*",
     ),
     "preparation": (
         "optsched.round_policies", "optsched.elastic", "optsched.capacity",
@@ -52,7 +54,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "heuristics": (
         "optsched.heuristics", "optsched.heuristics.common", "optsched.heuristics.fungible_greedy",
         "optsched.heuristics.fixed_demand", "optsched.heuristics.drf", "optsched.heuristics.sizing",
-        "optsched.heuristics.neighbourhoods", "optsched.quota_reclaim", "optsched.policy_repair",
+        "optsched.heuristics.neighbourhoods", "optsched.heuristics.best_response", "optsched.quota_reclaim", "optsched.policy_repair",
     ),
     "learned": (
         "optsched.learned", "optsched.learned.features", "optsched.learned.inference", "optsched.learned.decode",
@@ -61,13 +63,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "pipelines": (
         "optsched.exact.options", "optsched.heuristics.options", "optsched.mip.options", "optsched.learned.options",
-        "optsched.exact.core", "optsched.exact.cpsat", "optsched.exact.hint",
+        "optsched.exact.core", "optsched.partition.*", "optsched.exact.cpsat", "optsched.exact.hint",
         "optsched.heuristics.lns", "optsched.mip.solvers", "optsched.learned.solver", "optsched.learned.auto",
         "optsched.learned.warmstart",
     ),
-    "entry": ("optsched", "optsched.solve", "optsched.registry"),
+    "entry": ("optsched", "optsched.solve", "optsched.registry", "optsched.incremental"),
     "callers": (
-        "optsched.__main__", "optsched.cli", "optsched.gen", "optsched.parallel.*", "optsched.learned.train",
+        "optsched.__main__", "optsched.cli", "optsched.gen", "optsched.learned.train",
         "optsched.learned.labels", "optsched.sim.*", "optsched.bench.*", "optsched.service.*", "optsched.envs.*",
         "optsched.commands.*",
     ),

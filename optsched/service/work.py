@@ -16,6 +16,7 @@ from typing import Any
 from optsched import registry
 from optsched.commands.validate import validate_decision
 from optsched.errors import InputError
+from optsched.incremental import RoundSolver, RoundState
 from optsched.model import Instance
 from optsched.registry import MethodInfo
 from optsched.solve import solve_round
@@ -50,8 +51,6 @@ def _validate(p: dict[str, Any]) -> dict[str, Any]:
 
 def _round(p: dict[str, Any]) -> dict[str, Any]:
     """The next round of a session's chain (optsched.service.sessions): its result and new state."""
-    from optsched.incremental import RoundSolver, RoundState
-
     _sync_method(p.get("method_info"))
     state = None if p["state"] is None else RoundState.from_dict(p["state"])
     chain = RoundSolver(p["solver"], time_limit=p["time_limit"], seed=p["seed"], gap_target=p["gap_target"], state=state)
