@@ -33,7 +33,7 @@ LOAD = {"synergy": "natural", "gang": "one"}
 
 def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int) -> dict[str, Any]:
     """One simulation; the figures of the module text."""
-    from optsched.sim.engine import SimConfig
+    from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
 
     opts = {"num_workers": 1} if allocator.startswith("cpsat") else {}

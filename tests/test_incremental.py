@@ -13,7 +13,9 @@ from optsched.gen import generate
 from optsched.incremental import RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
 from optsched.model import Instance
 from optsched.sim import cluster, policies
-from optsched.sim.engine import SimConfig, SolveRoundAllocator, simulate
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import simulate
+from optsched.sim.solving import SolveRoundAllocator
 from optsched.sim.experiment import prepare, run
 from optsched.sim.workload import Trace, build_workload
 from optsched.solve import solve_round
