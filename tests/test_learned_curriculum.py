@@ -66,3 +66,18 @@ def test_curriculum_run_end_to_end(tmp_path) -> None:
     inst = broad_round(3, 8, seed=11)
     assert check_schedule(inst, policy_schedule(w, inst)).feasible
     assert np.isfinite(summary["best_score"])
+
+
+def test_shipped_broad_weights_load_and_solve() -> None:
+    """maifs-broad.npz (package data) loads without torch's help, solves feasibly, and its metadata
+    records the curriculum its model card describes (up to 64 x 256, started from maifs-small)."""
+    from optsched import solve_round
+    from optsched.learned.inference import DEFAULT_WEIGHTS
+
+    path = DEFAULT_WEIGHTS.parent / "maifs-broad.npz"
+    w = load_npz(path)
+    assert w.meta["config"]["stages"][-1] == [[64, 256]]
+    assert w.meta["config"]["init"].endswith("maifs-small.npz") and w.meta["epoch"] == 44
+    inst = unfamiliar_round(4, 12, seed=2)
+    r = solve_round(inst, method="learned", weights=str(path), time_limit=5.0)
+    assert check_schedule(inst, r.schedule).feasible and r.stats["weights"] == str(path)
