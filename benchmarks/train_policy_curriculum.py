@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="toy sizes and counts (a rehearsal of the pipeline)")
+    p.add_argument("--finetune", action="store_true", help="open every stage at once (continue a run on its cached labels)")
     p.add_argument("--tar", help="write the label cache as this .tar.gz at the end")
     a = p.parse_args(argv)
     if a.device == "auto":
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.label_time_limits = [1.0, 1.0, 2.0, 2.0]
         cfg.val_per_size = 2
         cfg.proxies = [(64, 256, 101, {"grid": "coarse", "spread_from": "one"})]
+    if a.finetune:
+        cfg.stage_starts = [0.0] * len(cfg.stages)
     t0 = time.perf_counter()
 
     def log(msg: str) -> None:

@@ -181,10 +181,11 @@ class CurriculumConfig:
     seed: int = 0
     device: str = "cpu"
     threads: int = 1
-    #: proxy rounds (nodes, jobs, seed, generator options) decoded each epoch of the last stage
+    #: proxy rounds (nodes, jobs, seed, generator options) decoded each epoch of the last stage (the
+    #: library's large rounds demand 1.25 GPUs per GPU)
     proxies: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=lambda: [
-        (1024, 4000, 101, {"grid": "coarse", "spread_from": "one"}),
-        (1024, 4000, 102, {"grid": "coarse", "spread_from": "one", "gpu_types": ("K80", "P100", "V100"), "running_fraction": 0.3}),
+        (1024, 4000, 101, {"grid": "coarse", "spread_from": "one", "tightness": 1.25}),
+        (1024, 4000, 102, {"grid": "coarse", "spread_from": "one", "tightness": 1.25, "gpu_types": ("K80", "P100", "V100"), "running_fraction": 0.3}),
     ])
     #: ``"module:function"`` called as ``f(nodes, jobs, seed=...) -> Instance`` (in the workers)
     generator: str = "optsched.learned.curriculum:broad_round"
