@@ -15,8 +15,8 @@ from optsched.model import Instance
 from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig
 from optsched.sim.engine import simulate
-from optsched.sim.solving import SolveRoundAllocator
 from optsched.sim.experiment import prepare, run
+from optsched.sim.solving import SolveRoundAllocator
 from optsched.sim.workload import Trace, build_workload
 from optsched.solve import solve_round
 

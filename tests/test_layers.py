@@ -69,7 +69,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "entry": ("optsched", "optsched.solve", "optsched.registry", "optsched.incremental"),
     "callers": (
-        "optsched.__main__", "optsched.cli", "optsched.gen", "optsched.learned.train",
+        "optsched.__main__", "optsched.cli", "optsched.gen", "optsched.learned.train", "optsched.learned.curriculum",
         "optsched.learned.labels", "optsched.sim.*", "optsched.bench.*", "optsched.service.*", "optsched.envs.*",
         "optsched.commands.*",
     ),

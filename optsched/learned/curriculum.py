@@ -47,8 +47,13 @@ from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.gen import PHILLY_JOB_SIZES, generate
 from optsched.io import write_json
+from optsched.learned.auto import WarmCpSat
+from optsched.learned.inference import load_npz
 from optsched.learned.labels import _key, _read, _solve_one, canonicalise
+from optsched.learned.solver import policy_schedule
+from optsched.mip.bound import lp_bound
 from optsched.model import Instance
+from optsched.values import schedule_value
 
 __all__ = ["CurriculumConfig", "broad_round", "run_curriculum", "unfamiliar_round"]
 
@@ -236,8 +241,6 @@ def _label_task(args: tuple[str, int, int, int, str, float, str]) -> tuple[str, 
         return str(path), None
     if solver == "cpsat":
         return _solve_one((inst.to_dict(), "cpsat", tl, 0, opts, str(path)))
-    from optsched.learned.auto import WarmCpSat
-
     res = WarmCpSat().solve(inst, time_limit=tl, seed=0, **opts)
     sched = canonicalise(inst, res.schedule)
     report = check_schedule(inst, sched)
@@ -316,11 +319,8 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 
 def _train(cfg: CurriculumConfig, items: list[_Item], t0: float, deadline: float, out: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    from optsched.learned.inference import load_npz
-    from optsched.learned.policy import PolicyNet, export_weights, torch
-    from optsched.learned.solver import policy_schedule
-    from optsched.learned.train import bc_loss, greedy, make_examples, validation_gaps
-    from optsched.values import schedule_value
+    from optsched.learned.policy import PolicyNet, export_weights, torch  # lazy: torch, the train extra
+    from optsched.learned.train import bc_loss, greedy, make_examples, validation_gaps  # lazy: torch, the train extra
 
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
@@ -336,8 +336,6 @@ def _train(cfg: CurriculumConfig, items: list[_Item], t0: float, deadline: float
     proxies = _proxy_rounds(cfg)
     proxy_ref, proxy_start = [], []
     for p in proxies:  # the LP bound, and the starting policy alone against it
-        from optsched.mip.bound import lp_bound
-
         lp = lp_bound(p, time_limit=60.0)
         proxy_ref.append(lp)
         if reference is not None:
