@@ -81,3 +81,22 @@ def test_shipped_broad_weights_load_and_solve() -> None:
     inst = unfamiliar_round(4, 12, seed=2)
     r = solve_round(inst, method="learned", weights=str(path), time_limit=5.0)
     assert check_schedule(inst, r.schedule).feasible and r.stats["weights"] == str(path)
+
+
+
+def test_learned_round_that_stalled_glop_keeps_its_time_limit():
+    """The price LPs of the repair once stalled in GLOP on this round (no time limit on them), so
+    ``method="learned"`` ran past its limit without end; they now share a wall-clock budget. In a
+    child process, so that a stall fails the test instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    code = ("from optsched import solve_round, check_schedule\n"
+            "from optsched.learned.curriculum import broad_round\n"
+            "inst = broad_round(16, 64, seed=2012011)\n"
+            "res = solve_round(inst, method='learned', time_limit=4)\n"
+            "assert check_schedule(inst, res.schedule).feasible\n")
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("method='learned' ran 60 s past a 4 s limit")

@@ -9,6 +9,7 @@ memory (nobody else can use what it leaves there).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,13 +141,20 @@ def _dual(table: OptionTable, lam: np.ndarray) -> tuple[float, np.ndarray]:
     return float((lam * table.cap).sum() + bv[take].sum()), use
 
 
-def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -> tuple[np.ndarray, float]:
+#: wall seconds the cutting-plane LPs of :func:`resource_prices` get in all (they converge in tens of
+#: ms on the library's large rounds; GLOP has been seen to stall on a degenerate cut set)
+PRICES_TIME_S = 1.0
+
+
+def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4,
+                    time_limit: float = PRICES_TIME_S) -> tuple[np.ndarray, float]:
     """``(prices (3, T), dual value)``: the Lagrangian dual of the aggregate relaxation minimised by
     a cutting-plane method with a trust region (Kelley's, in prices x capacity; each step one
     small LP over the cuts so far, solved incrementally by GLOP; the region halves when a step
     does not improve). It converges in 5-20 steps on the library's large rounds (tens of ms),
     where plain subgradient steps needed hundreds. The dual value bounds the priced model, which
-    charges gangs whole nodes: a guide here, not a proven bound on the round."""
+    charges gangs whole nodes: a guide here, not a proven bound on the round. The LPs share
+    ``time_limit`` wall seconds; when it runs out the best prices so far are returned."""
     cap = table.cap
     safe = np.maximum(cap, 1e-9)
     K = cap.size
@@ -162,6 +170,7 @@ def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -
     z = lp.NumVar(-inf, inf, "z")
     lp.Minimize(z)
     best_d, best_x = np.inf, x.copy()
+    until = time.perf_counter() + time_limit
     for _ in range(iters):
         d, use = _dual(table, x.reshape(cap.shape) / safe)
         sub = np.where(cap > 0, 1.0 - use / safe, 0.0).ravel()  # subgradient in prices x capacity
@@ -176,6 +185,10 @@ def resource_prices(table: OptionTable, *, iters: int = 40, tol: float = 1e-4) -
         for i in range(K):
             lo, hi = (max(0.0, best_x[i] - delta), best_x[i] + delta) if valid[i] else (0.0, 0.0)
             xs[i].SetBounds(lo, hi)
+        left = until - time.perf_counter()
+        if left <= 0:
+            break
+        lp.SetTimeLimit(max(1, int(left * 1000)))
         if lp.Solve() != pywraplp.Solver.OPTIMAL or best_d - z.solution_value() <= tol * max(abs(best_d), 1.0):
             break
         x = np.array([v.solution_value() for v in xs])
