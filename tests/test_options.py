@@ -24,6 +24,7 @@ from optsched.io import load_instance
 from optsched.learned.options import MaifsOptions, WarmCpsatOptions
 from optsched.mip.options import MipOptions
 from optsched.options import MethodOptions, NoOptions
+from optsched.partition.options import PartitionedOptions
 from optsched.registry import get_method, methods
 from optsched.service import ServiceConfig, create_app
 from optsched.solve import AUTO_LARGE, AUTO_WARM, method_options
@@ -42,7 +43,8 @@ def tiny():
 
 def test_every_method_names_an_options_class():
     expected = {"cpsat": CpsatOptions, "lns": LnsOptions, "scip": MipOptions, "cbc": MipOptions, "pulp": MipOptions,
-                "maifs": MaifsOptions, "fixed-demand": NoOptions, "fungible-greedy": NoOptions}
+                "maifs": MaifsOptions, "fixed-demand": NoOptions, "fungible-greedy": NoOptions,
+                "partitioned": PartitionedOptions}
     assert {m.name: m.options_class() for m in methods()} == expected
     assert AUTO_WARM.options_class() is WarmCpsatOptions and AUTO_LARGE.options_class() is MaifsOptions
 
