@@ -141,3 +141,21 @@ def test_cli_slo_flags(tmp_path):
     assert doc["metrics"]["slo_jobs"] > 0 and 0.0 <= doc["metrics"]["deadline_satisfaction"] <= 1.0
     assert doc["run"]["round_policies"]["slo_share"] == 0.5
     assert main(["simulate", str(trace), "--slo-share", "2", "--no-progress", "-o", str(tmp_path / "o2")]) == 2
+
+
+def test_due_lift_is_bounded_by_the_due_jobs_gpus_not_the_queue():
+    """A due job outweighs any set of jobs it could displace (at most its GPUs of them), and the
+    lift does not grow with the queue, so long queues keep the round within the value span."""
+    from optsched.sim.deadlines import due_weights
+
+    n = 10_000
+    w = np.ones(n)
+    w[:5] = [9.0, 8.0, 7.0, 6.0, 5.0]
+    due = np.zeros(n, dtype=bool)
+    due[-1] = True
+    gpus = np.ones(n, dtype=np.int64)
+    gpus[-1] = 2
+    out = due_weights(w, due, gpus)
+    assert out[-1] > 4 * (9.0 + 8.0)  # more than 4x the two heaviest jobs it could displace
+    assert out[-1] < 200  # 2 x (4 x 17 + 1), not the 4 x (sum of 10,000 weights) = 80,000+ of a queue-length lift
+    assert np.array_equal(out[~due], w[~due])

@@ -110,12 +110,19 @@ def edf_fits(now: float, deadlines: np.ndarray, gpu_s: np.ndarray, total_gpus: f
     return bool(np.all(need <= room + 1e-6))
 
 
-def due_weights(w: np.ndarray, due: np.ndarray) -> np.ndarray:
-    """``w`` with every due job's weight raised above the sum of all the others (their order among
-    themselves kept), so that a due job is worth more than any set of jobs it could displace."""
+def due_weights(w: np.ndarray, due: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """``w`` with every due job's weight raised above any set of other jobs it could displace
+    (their order among themselves kept). A job holds at least one GPU, so the due jobs (``gpus``
+    each) displace at most ``k`` = their GPUs of other jobs: the lift is 4 x the sum of the ``k``
+    largest other weights, plus 1 (the 4 covers the others' better throughput ratios), as for the
+    head of a non-preemptive queue (:func:`optsched.sim.queue.head_first`). Bounded by the due
+    jobs' size, not the queue's length, so the round's values stay within the range every method
+    accepts (``optsched.limits``)."""
     if not due.any():
         return w
-    lift = 4.0 * float(w.sum()) + 1.0
+    k = int(gpus[due].sum())
+    others = np.sort(w[~due])[::-1][:k]
+    lift = 4.0 * float(others.sum()) + 1.0
     out = w.copy()
     out[due] = lift * (1.0 + w[due] / max(float(w[due].max()), 1e-300))
     return out

@@ -312,7 +312,7 @@ def _weights(run: _Run, t: float, active: np.ndarray, running_now: np.ndarray) -
     if run.any_slo:
         admitted, due = admission_step(t, run.cfg.round_s, active, run.deadline, run.slo, run.undecided, run.best, run.slow, run.remaining,
                                        run.demand_thr, run.gpus, run.total_gpus, run.rate, run.delay_left, run.restart, run.ever_ran)
-        w = due_weights(w, due)
+        w = due_weights(w, due, run.gpus[active])
         rem_d = run.remaining[active] / run.demand_thr[active]
         slo_live = {int(j): (float(run.deadline[j] - t), float(r)) for j, r in zip(active[admitted], rem_d[admitted], strict=True)}
     return w, slo_live
