@@ -106,15 +106,55 @@ def _fit_factors(instance: Instance, job: Any, gpu_type: str, nodes: tuple[np.nd
     return float(factor.max()) if factor.size else 0.0
 
 
-def _best_values(instance: Instance) -> list[float]:
+def _staying_value(instance: Instance, job: Any) -> float | None:
+    """The most a running job is worth where it runs (same nodes, same GPU counts, so no restart):
+    its fastest grid point whose cores and memory fit on each of those nodes alone x its speed
+    there x the spread factor its node count pays; ``None`` when it could not stay (a node left
+    the round, or the nodes are of several types or of one it may not use)."""
+    if any(n not in instance._node_index for n in job.placement):
+        return None
+    nodes = [instance.node(n) for n in job.placement]
+    types = {n.gpu_type for n in nodes}
+    speed = job.speed(nodes[0].gpu_type) if len(types) == 1 else None
+    if speed is None or sum(job.placement.values()) != job.gpus:
+        return None
+    k = np.array(list(job.placement.values()), dtype=np.int64)
+    c = np.asarray(job.profile.cpus_per_gpu, dtype=np.int64)
+    m = np.asarray(job.profile.mem_per_gpu_gb, dtype=np.int64)
+    fits_c = (c[:, None] * k[None, :] <= np.array([n.cpus for n in nodes])[None, :]).all(axis=1)
+    fits_m = (m[:, None] * k[None, :] <= np.array([n.mem_gb for n in nodes])[None, :]).all(axis=1)
+    thr = np.asarray(job.profile.throughput, dtype=np.float64)
+    if instance.round.fair:
+        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
+    thr = np.where(fits_c[:, None] & fits_m[None, :], thr, 0.0)
+    base = instance.spread_base(nodes[0].gpu_type, job.gpus)
+    return speed * float(thr.max()) * job.spread_factor ** (len(job.placement) - base)
+
+
+#: most fit factors a :class:`RoundSolver` keeps between rounds (cleared when full)
+FIT_CACHE_SIZE = 4096
+
+
+def _best_values(instance: Instance, cache: dict[tuple[Any, ...], float] | None = None) -> list[float]:
     """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
-    allowed GPU types; :func:`_best_value` where that would be slower than it is worth)."""
+    allowed GPU types; :func:`_best_value` where that would be slower than it is worth).
+
+    A running job that moves pays its restart (``1 - restart_s / duration_s``), so it is worth
+    at most the larger of that share of its best and its worth where it runs
+    (:func:`_staying_value`). ``cache`` (fit factors keyed by everything they depend on: the
+    type's nodes, the job's profile, GPUs, spread factor and base, the round's fairness and the
+    job's demand where fair) may be shared between rounds on the same nodes."""
+    cache = {} if cache is None else cache
+    if len(cache) > FIT_CACHE_SIZE:
+        cache.clear()
     by_type: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    sig: dict[str, bytes] = {}
     for t in instance.gpu_types:
         ns = [n for n in instance.nodes if n.gpu_type == t and n.gpus > 0]
         by_type[t] = (np.array([n.gpus for n in ns], dtype=np.int64), np.array([n.cpus for n in ns], dtype=np.int64),
                       np.array([n.mem_gb for n in ns], dtype=np.int64))
-    cache: dict[tuple[int, int, float, str], float] = {}
+        sig[t] = b"".join(a.tobytes() for a in by_type[t]) + bytes(len(ns))
+    fair = instance.round.fair
     out = []
     for j in instance.jobs:
         best = 0.0
@@ -122,11 +162,15 @@ def _best_values(instance: Instance) -> list[float]:
         for t, speed in speeds.items():
             if t not in by_type or not by_type[t][0].size:
                 continue
-            key = (id(j.profile), j.gpus, j.spread_factor, t)
+            key = (t, sig[t], j.profile, j.gpus, j.spread_factor, instance.spread_base(t, j.gpus), fair,
+                   j.demand_throughput if fair else None)
             f = cache.get(key)
             if f is None:
                 f = cache[key] = _fit_factors(instance, j, t, by_type[t])
             best = max(best, speed * f)
+        if j.placement and j.elastic is None:
+            stay = _staying_value(instance, j)
+            best = max(best * max(0.0, 1.0 - j.restart_s / instance.round.duration_s), 0.0 if stay is None else min(best, stay))
         out.append(j.weight * best / j.demand_throughput)
     return out
 
@@ -208,23 +252,26 @@ def _pinned_bound(instance: Instance, values: list[float]) -> float:
     return total + _knapsack(others, free)
 
 
-def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None) -> float:
+def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None,
+                       cache: dict[tuple[Any, ...], float] | None = None) -> float:
     """A proven upper bound on the round's optimum: the 0/1 knapsack of the jobs' best values
-    (:func:`_best_value`) into the GPUs of the types some job may use (its fractional relaxation
+    (:func:`_best_values`: a running job that moves pays its restart) into the GPUs of the types some job may use (its fractional relaxation
     beyond :data:`KNAPSACK_CELLS`), or, where running
     jobs are pinned, the same over the GPUs they leave with their own worth bounded per node
     (:func:`_pinned_bound`), whichever is smaller.
 
-    Valid because every feasible schedule gives each scheduled job at most its best value and uses
+    Valid because every feasible schedule gives each scheduled job at most its best value (a
+    running job either keeps its exact placement or pays its restart) and uses
     at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
     one-type rules (and allowing fractions) only enlarges the set the maximum is taken over. Not
     defined for elastic jobs (their size changes the value): callers check
     :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding. With ``good_enough``,
-    the pinned-job refinement is skipped when the plain bound is already at most that.
+    the pinned-job refinement is skipped when the plain bound is already at most that; ``cache``
+    is passed to :func:`_best_values` (a :class:`RoundSolver` keeps one between rounds).
     """
     types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
     capacity = sum(n.gpus for n in instance.nodes if n.gpu_type in types)
-    values = _best_values(instance)
+    values = _best_values(instance, cache)
     total = _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity)
     if (good_enough is None or total > good_enough) and any(j.pinned for j in instance.jobs):
         total = min(total, _pinned_bound(instance, values))
@@ -340,6 +387,7 @@ class RoundSolver:
         self.reuse = bool(reuse)
         self.options = dict(options or {})
         self.state = state
+        self._fit_cache: dict[tuple[Any, ...], float] = {}  # fit factors, between rounds (bounded)
 
     def reset(self) -> None:
         """Forget the previous round."""
@@ -379,7 +427,7 @@ class RoundSolver:
             stats["carried_objective"] = report.objective
         if hint is not None and families <= BOUND_FAMILIES:
             value = report.objective
-            bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9)
+            bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9, cache=self._fit_cache)
             stats["knapsack_bound"] = bound
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 # before any search: single-job best responses from the carried-over schedule, from

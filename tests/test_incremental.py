@@ -111,6 +111,53 @@ def test_the_knapsack_bound_with_pinned_jobs_is_at_least_the_proven_optimum(seed
     assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_knapsack_bound_with_restarts_is_at_least_the_proven_optimum(seed):
+    """A running job that moves pays its restart, one that stays is held to the grid points that
+    fit on its own nodes: the bound counts the better of the two, and stays a bound."""
+    d = generate(nodes=3, jobs=6 + seed % 3, seed=seed, running_fraction=0.6, cpus_per_node=24, gpu_types=("V100", "K80"),
+                 job_sizes={1: 0.3, 4: 0.3, 8: 0.2, 12: 0.2}).to_dict()
+    for j in d["jobs"]:
+        j["restart_s"] = d["round"]["duration_s"] * (0.2 + 0.1 * (seed % 4))
+        j["spread_factor"] = 0.8
+    inst = Instance.from_dict(d)
+    res = solve_round(inst, solver="cpsat", time_limit=10.0, **FAST)
+    assert res.status.value == "optimal"
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+
+
+def _split_gang(restart_s: float) -> Instance:
+    """One 8-GPU job running 4 + 4 over two 8-GPU nodes (spread factor 0.5), a third node free."""
+    d = generate(nodes=3, jobs=1, seed=0, job_sizes={8: 1.0}).to_dict()
+    d["jobs"][0].update(placement={d["nodes"][0]["id"]: 4, d["nodes"][1]["id"]: 4}, restart_s=restart_s, spread_factor=0.5)
+    return Instance.from_dict(d)
+
+
+def test_the_knapsack_bound_charges_a_moved_running_job_its_restart():
+    """Moving the split gang onto the free node doubles its spread factor but costs 90 % of the
+    round: the best schedule keeps it where it runs, and the bound is that schedule's worth (one
+    that ignored the restart would count the moved job at its full worth)."""
+    d = generate(nodes=3, jobs=1, seed=0, job_sizes={8: 1.0}).to_dict()
+    inst = _split_gang(restart_s=0.9 * d["round"]["duration_s"])
+    res = solve_round(inst, solver="cpsat", time_limit=10.0, **FAST)
+    assert res.status.value == "optimal"
+    free = _split_gang(restart_s=0.0)
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+    assert gpu_knapsack_bound(inst) <= res.objective * (1 + 1e-6)  # tight: staying is optimal
+    assert gpu_knapsack_bound(free) > 1.1 * gpu_knapsack_bound(inst)  # without a restart, moving pays
+
+
+def test_the_knapsack_bound_cache_keys_on_the_nodes():
+    """A fit-factor cache shared between rounds on different nodes gives each round the bound it
+    gets without one."""
+    small = generate(nodes=2, jobs=6, seed=1, cpus_per_node=12, job_sizes={4: 0.5, 8: 0.5})
+    big = generate(nodes=2, jobs=6, seed=1, cpus_per_node=96, job_sizes={4: 0.5, 8: 0.5})
+    cache: dict = {}
+    for inst in (small, big, small):
+        assert gpu_knapsack_bound(inst, cache=cache) == gpu_knapsack_bound(inst)
+    assert cache
+
+
 def _renamed(inst: Instance, name: str) -> Instance:
     d = inst.to_dict()
     d["name"] = name
