@@ -2,6 +2,10 @@
 and cpsat@warm (each round from the last: optsched.incremental) on the same workloads, in one run.
 
     python benchmarks/bench_incremental.py --workloads synergy,gang --jobs 300 --time-limit 0.2
+    python benchmarks/bench_incremental.py --workloads philly --time-limit 0.2
+
+``philly`` is the bundled two days of the Philly trace (``optsched simulate sample``) on 64 x 8
+GPUs with 48 cores and 512 GB per server, at the trace's own arrival rate (--jobs does not apply).
 
 Per allocator: the run's wall time and its ratio to fungible-greedy's, the per-round solve time
 (p50, p95) and solve CPU time (p50) over the rounds the allocator was called on, the mean and
@@ -29,6 +33,16 @@ ALLOCATORS = ("fungible-greedy", "cpsat", "cpsat@warm")
 PRESETS = {"synergy": "synergy", "gang": "gang-heavy"}
 #: the load each workload runs at (bench_sim's LOADS): Synergy's own arrival rate, gangs at 1.0
 LOAD = {"synergy": "natural", "gang": "one"}
+
+
+def setup_for(workload: str, jobs: int, seed: int) -> Any:
+    """The prepared set-up of one workload (the module text)."""
+    if workload == "philly":
+        from optsched.sim.experiment import prepare
+
+        return prepare("sample", cluster="64x8", cpus=48, mem_gb=512, seed=seed)
+    WORKLOADS[workload] = {**WORKLOADS[workload], "trace": f"synthetic:{PRESETS[workload]}:jobs={jobs}"}
+    return setup_window(workload, LOADS[LOAD[workload]], seed)
 
 
 def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int) -> dict[str, Any]:
@@ -69,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = []
     for wl in args.workloads.split(","):
-        WORKLOADS[wl] = {**WORKLOADS[wl], "trace": f"synthetic:{PRESETS[wl]}:jobs={args.jobs}"}
-        setup = setup_window(wl, LOADS[LOAD[wl]], args.seed)
+        setup = setup_for(wl, args.jobs, args.seed)
         base = None
         print(f"\n{wl}: {args.jobs} jobs, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
         print(f"{'allocator':<16} {'wall s':>8} {'x greedy':>8} {'rounds':>6} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} "
