@@ -138,12 +138,9 @@ FIT_CACHE_SIZE = 4096
 def _best_values(instance: Instance, cache: dict[tuple[Any, ...], float] | None = None) -> list[float]:
     """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
     allowed GPU types; :func:`_best_value` where that would be slower than it is worth).
-
-    A running job that moves pays its restart (``1 - restart_s / duration_s``), so it is worth
-    at most the larger of that share of its best and its worth where it runs
-    (:func:`_staying_value`). ``cache`` (fit factors keyed by everything they depend on: the
-    type's nodes, the job's profile, GPUs, spread factor and base, the round's fairness and the
-    job's demand where fair) may be shared between rounds on the same nodes."""
+    ``cache`` (fit factors keyed by everything they depend on: the type's nodes, the job's
+    profile, GPUs, spread factor and base, the round's fairness and the job's demand where
+    fair) may be shared between rounds on the same nodes."""
     cache = {} if cache is None else cache
     if len(cache) > FIT_CACHE_SIZE:
         cache.clear()
@@ -168,10 +165,20 @@ def _best_values(instance: Instance, cache: dict[tuple[Any, ...], float] | None 
             if f is None:
                 f = cache[key] = _fit_factors(instance, j, t, by_type[t])
             best = max(best, speed * f)
+        out.append(j.weight * best / j.demand_throughput)
+    return out
+
+
+def _restart_values(instance: Instance, values: list[float]) -> list[float]:
+    """``values`` (:func:`_best_values`) with each running job's restart counted: one that moves
+    pays ``1 - restart_s / duration_s`` of its worth, so it is worth at most the larger of that
+    share and its worth where it runs (:func:`_staying_value`, itself at most its value)."""
+    out = list(values)
+    for i, j in enumerate(instance.jobs):
         if j.placement and j.elastic is None:
             stay = _staying_value(instance, j)
-            best = max(best * max(0.0, 1.0 - j.restart_s / instance.round.duration_s), 0.0 if stay is None else min(best, stay))
-        out.append(j.weight * best / j.demand_throughput)
+            stay_v = 0.0 if stay is None else j.weight * stay / j.demand_throughput
+            out[i] = max(values[i] * max(0.0, 1.0 - j.restart_s / instance.round.duration_s), min(values[i], stay_v))
     return out
 
 
@@ -255,8 +262,8 @@ def _pinned_bound(instance: Instance, values: list[float]) -> float:
 def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None,
                        cache: dict[tuple[Any, ...], float] | None = None) -> float:
     """A proven upper bound on the round's optimum: the 0/1 knapsack of the jobs' best values
-    (:func:`_best_values`: a running job that moves pays its restart) into the GPUs of the types some job may use (its fractional relaxation
-    beyond :data:`KNAPSACK_CELLS`), or, where running
+    (:func:`_best_values`; for running jobs, :func:`_restart_values`) into the GPUs of the types
+    some job may use (its fractional relaxation beyond :data:`KNAPSACK_CELLS`), or, where running
     jobs are pinned, the same over the GPUs they leave with their own worth bounded per node
     (:func:`_pinned_bound`), whichever is smaller.
 
@@ -266,13 +273,17 @@ def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None,
     one-type rules (and allowing fractions) only enlarges the set the maximum is taken over. Not
     defined for elastic jobs (their size changes the value): callers check
     :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding. With ``good_enough``,
-    the pinned-job refinement is skipped when the plain bound is already at most that; ``cache``
-    is passed to :func:`_best_values` (a :class:`RoundSolver` keeps one between rounds).
+    the restart and pinned-job refinements are skipped when the plain bound is already at most
+    that; ``cache`` is passed to :func:`_best_values` (a :class:`RoundSolver` keeps one between
+    rounds).
     """
     types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
     capacity = sum(n.gpus for n in instance.nodes if n.gpu_type in types)
     values = _best_values(instance, cache)
     total = _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity)
+    if (good_enough is None or total > good_enough) and any(j.placement for j in instance.jobs):
+        values = _restart_values(instance, values)
+        total = min(total, _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity))
     if (good_enough is None or total > good_enough) and any(j.pinned for j in instance.jobs):
         total = min(total, _pinned_bound(instance, values))
     return total * (1 + 1e-9) + 1e-9
