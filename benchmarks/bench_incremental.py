@@ -85,11 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     for wl in args.workloads.split(","):
         setup = setup_for(wl, args.jobs, args.seed)
         base = None
-        print(f"\n{wl}: {args.jobs} jobs, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
+        jobs = None if wl == "philly" else args.jobs  # the sample's own jobs
+        print(f"\n{wl}: {'the bundled sample' if jobs is None else f'{jobs} jobs'}, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
         print(f"{'allocator':<16} {'wall s':>8} {'x greedy':>8} {'rounds':>6} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} "
               f"{'gap %':>6} {'gap p95':>7} {'JCT h':>7}")
         for alloc in args.allocators.split(","):
-            r = {"workload": wl, "jobs": args.jobs, "policy": args.policy, **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed)}
+            r = {"workload": wl, "jobs": jobs, "policy": args.policy, **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed)}
             base = r["wall_s"] if alloc == "fungible-greedy" else base
             r["x_greedy"] = r["wall_s"] / base if base else math.nan
             rows.append(r)
