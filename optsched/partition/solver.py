@@ -6,16 +6,19 @@
    hold wait for step 4.
 2. **Pass 1**: every part is a sub-round (:meth:`Instance.subround`: the part's nodes, its jobs,
    gangs valued as in the whole round) solved by ``lns`` on a worker of the backend (a local
-   process pool by default, or Ray), each with a budget of CP-SAT *deterministic* seconds.
+   process pool by default, or Ray), each with a budget of CP-SAT *deterministic* seconds. A part
+   whose time left (to the pass's deadline) is below its set-up cost (lns's starts and prices,
+   :data:`~optsched.partition.exchange.SETUP_S_PER_JOB` per job) answers at once with its
+   fungible-greedy schedule (``stats["greedy_parts"]``).
 3. **Price re-balancing** and **pass 2** (``passes >= 2``): each part also reports the prices of
    its resources; jobs its schedule left out are offered to the parts where their reduced profit
    at those prices is highest (:func:`~optsched.partition.prices.rebalance`), and every part is
-   solved again from its pass-1 schedule as hint (so no part gets worse).
+   solved again from its pass-1 schedule as hint (so no part gets worse). Pass 2 is skipped
+   (``stats["skipped_passes"]``) when a part of pass 1 answered greedily or no time is left.
 4. **Final repair across parts**: the union of the parts' schedules (disjoint nodes, disjoint
-   jobs: feasible) is completed on the whole round by the fungible greedy around it
-   (:func:`~optsched.heuristics.fungible_greedy.fungible_greedy_schedule` with ``fixed``): the
-   jobs left out everywhere, including gangs larger than any part, take the room left on any
-   node, and the leftover pass raises grid points where cores and memory are left.
+   jobs: feasible) is completed by the fungible greedy on the residual round
+   (:func:`~optsched.partition.repair.fill_residual`): the jobs left out everywhere, including
+   gangs larger than any part, take the room left on any node; its cost grows with what is left.
 
 Determinism: the partition comes from the seed, each part's search from the seed and its
 deterministic budget, and answers are taken in part order, never in completion order. The same
@@ -177,8 +180,11 @@ class PartitionedSolver:
                 offered, moves = rebalance(instance, partition.nodes, schedules, offered, prices, mode=opts["rebalance"])
                 stats["moved"].append(len(moves))
             t0 = time.perf_counter()
+            # planned seconds per part, from the limit and the round's size only (no clock), so that
+            # how a part is solved does not depend on the load unless its deadline cuts in
+            share = max(0.0, end_passes - wall_start - PREP_S_PER_JOB * len(instance.jobs)) * shares[p] / math.ceil(partition.parts / workers)
             answers, encode_s = self._pass(instance, partition, offered, schedules, backend, seed=seed + 7919 * p, work=budgets[p],
-                                           deadline=deadline, sub_time=opts["sub_time"], want_prices=p + 1 < passes)
+                                           deadline=deadline, share=share, sub_time=opts["sub_time"], want_prices=p + 1 < passes)
             stats["encode_s"] = stats.get("encode_s", 0.0) + encode_s
             schedules = [Schedule(instance.name, {j: assignment(a) for j, a in ans.jobs}) for ans in answers]
             prices = [dict(a.prices) if a.prices is not None else {} for a in answers]
@@ -212,7 +218,8 @@ class PartitionedSolver:
 
     @staticmethod
     def _pass(instance: Instance, partition: Partition, offered: list[list[str]], schedules: list[Schedule], backend: Any, *,
-              seed: int, work: float, deadline: float, sub_time: float, want_prices: bool) -> tuple[list[PartAnswer], float]:
+              seed: int, work: float, deadline: float, share: float, sub_time: float,
+              want_prices: bool) -> tuple[list[PartAnswer], float]:
         """One pass: every part's task, answered by the backend, taken in part order; and the
         seconds spent encoding the tasks."""
         t0 = time.perf_counter()
@@ -228,7 +235,7 @@ class PartitionedSolver:
                 jobs.append(job)
             hint = schedules[q] if schedules[q].jobs else None
             tasks.append(encode_part(instance, q, nodes, jobs, hint, seed=seed + q, work=work, deadline=deadline,
-                                     sub_time=sub_time, prices=want_prices))
+                                     share=share, sub_time=sub_time, prices=want_prices))
         encode_s = time.perf_counter() - t0
         answers = sorted(backend.imap_unordered(solve_part, tasks), key=lambda a: a.index)
         if [a.index for a in answers] != list(range(partition.parts)):
