@@ -184,8 +184,10 @@ class PartitionedSolver:
                 if stats["greedy_parts"] or time.time() >= deadline:
                     stats["skipped_passes"] = passes - p  # no time for the parts' searches: no use re-balancing
                     break
+                t0 = time.perf_counter()
                 offered, moves = rebalance(instance, partition.nodes, schedules, offered, prices, mode=opts["rebalance"])
                 stats["moved"].append(len(moves))
+                stats["rebalance_s"] = stats.get("rebalance_s", 0.0) + time.perf_counter() - t0
             t0 = time.perf_counter()
             # planned seconds per part, from the limit and the round's size only (no clock), so that
             # how a part is solved does not depend on the load unless its deadline cuts in
