@@ -250,3 +250,58 @@ def test_the_time_limit_holds_with_the_default_budget():
     res = solve_round(inst, solver="partitioned", time_limit=4.0, seed=0)
     assert time.perf_counter() - t0 < 4.0 * 1.25 + 0.5
     assert res.objective > 0.9 * schedule_value(inst, res.schedule) and res.stats["parts"] >= 2
+
+
+def test_a_part_whose_share_of_time_is_spent_answers_with_its_greedy_schedule_at_once():
+    import time
+
+    from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+    from optsched.partition.exchange import solve_part
+
+    inst = load_instance(ROOT / "instances/large/l-256n-1000j-01.json.gz")
+    p = draw_partition(inst, 2, seed=0)
+    nodes = [inst.node(n) for n in p.nodes[0]]
+    jobs = [inst.job(j) for j in p.jobs[0]]
+    # a large budget, but the part's deadline is already past: no lns starts, no prices
+    task = encode_part(inst, 0, nodes, jobs, None, seed=0, work=5.0, deadline=time.time() - 1.0, sub_time=0.03, prices=True)
+    t0 = time.perf_counter()
+    ans = solve_part(task)
+    assert time.perf_counter() - t0 < 1.5
+    assert ans.greedy and ans.cut and ans.prices is None and ans.steps == 0
+    sub = part_instance(task)
+    sched = Schedule(sub.name, {j: Assignment(dict(a[0]), a[1], a[2]) for j, a in ans.jobs})
+    assert check_schedule(sub, sched).feasible
+    assert sched.to_dict() == fungible_greedy_schedule(sub, seed=0).to_dict()
+    assert ans.objective == pytest.approx(schedule_value(sub, sched)) and ans.objective > 0
+
+
+def test_the_residual_fill_places_left_out_jobs_in_the_free_room_only():
+    from optsched.partition.repair import fill_residual
+
+    inst = _round(4, 10)
+    partial = Schedule("part", {"j3": Assignment({"n0": 2}, 2, 16), "j2": Assignment({"n1": 1}, 4, 32)})
+    out = fill_residual(inst, partial, seed=0)
+    assert check_schedule(inst, out).feasible
+    assert out.jobs["j3"] == partial.jobs["j3"] and out.jobs["j2"] == partial.jobs["j2"]
+    assert len(out.jobs) > len(partial.jobs)
+
+
+def test_a_part_planned_too_short_for_lns_answers_with_the_price_guided_repack():
+    import time
+
+    from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+    from optsched.partition.exchange import PRICED_S_PER_JOB, SETUP_S_PER_JOB, solve_part
+
+    inst = load_instance(ROOT / "instances/large/l-256n-1000j-01.json.gz")
+    p = draw_partition(inst, 2, seed=0)
+    nodes = [inst.node(n) for n in p.nodes[0]]
+    jobs = [inst.job(j) for j in p.jobs[0]]
+    share = (PRICED_S_PER_JOB + SETUP_S_PER_JOB) / 2 * len(jobs)  # enough for the repack, not for lns's set-up
+    task = encode_part(inst, 0, nodes, jobs, None, seed=0, work=5.0, deadline=time.time() + 60.0, sub_time=0.03,
+                       prices=False, share=share)
+    ans = solve_part(task)
+    assert ans.greedy and not ans.cut and ans.steps == 0
+    sub = part_instance(task)
+    sched = Schedule(sub.name, {j: Assignment(dict(a[0]), a[1], a[2]) for j, a in ans.jobs})
+    assert check_schedule(sub, sched).feasible
+    assert ans.objective > 1.05 * schedule_value(sub, fungible_greedy_schedule(sub, seed=0))

@@ -3,10 +3,10 @@
 The parts' schedules use disjoint nodes and disjoint jobs, so their union is feasible. Two
 completions of it are built and the one worth more is kept:
 
-1. the union completed by the fungible greedy on the whole round
-   (:func:`~optsched.heuristics.fungible_greedy.fungible_greedy_schedule` with ``fixed``): every
-   job keeps its nodes, the jobs left out take the room left on any node, and the leftover pass
-   raises grid points where cores and memory are left;
+1. the union completed by the fungible greedy on the *residual* round (:func:`fill_residual`):
+   every job keeps its nodes and point, and the jobs left out take the room left on any node, so
+   the cost grows with what is left, not with the round (in a round with preemption rules, the
+   fungible greedy on the whole round with ``fixed``, which also raises grid points);
 2. (when some gangs were too large for every part) first :func:`place_gangs`: each such gang,
    worth most first, takes the nodes of one allowed type (any parts) that hold it whose jobs are
    worth least per GPU, evicting those jobs when the gang is worth more than they are; then the
@@ -21,11 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, Node
+from optsched.partition.prices import moved_in
+from optsched.round_policies import policy_families
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, schedule_value
 
-__all__ = ["place_gangs", "repair_across"]
+__all__ = ["fill_residual", "place_gangs", "repair_across"]
 
 
 def _points(instance: Instance, job: Job) -> list[tuple[int, int, float]]:
@@ -98,13 +100,52 @@ def place_gangs(instance: Instance, schedule: Schedule, gangs: list[str]) -> Sch
     return Schedule(schedule.instance, jobs)
 
 
+def fill_residual(instance: Instance, schedule: Schedule, *, seed: int = 0) -> Schedule:
+    """``schedule`` completed by the fungible greedy on the *residual* round only: the jobs it
+    leaves out (a running one as moved, :func:`~optsched.partition.prices.moved_in`; pinned ones
+    stay out) on the room it leaves free (nodes with a free GPU, core and GB, at their free
+    room), valued as in the whole round (:meth:`Instance.subround`). Its cost grows with what is
+    left, not with the round; unlike the whole-round fill it does not raise placed jobs' points."""
+    used: dict[str, list[int]] = {}
+    for a in schedule.jobs.values():
+        for n, k in a.nodes.items():
+            u = used.setdefault(n, [0, 0, 0])
+            u[0] += k
+            u[1] += k * a.cpus_per_gpu
+            u[2] += k * a.mem_per_gpu_gb
+    nodes = []
+    for n in instance.nodes:
+        u = used.get(n.id, (0, 0, 0))
+        g, c, m = n.gpus - u[0], n.cpus - u[1], n.mem_gb - u[2]
+        if g > 0 and c > 0 and m > 0:
+            nodes.append(Node(n.id, n.gpu_type, g, c, m, n.rack))
+    duration = instance.round.duration_s
+    left = [moved_in(instance, j) for j in instance.jobs
+            if j.id not in schedule.jobs and not j.pinned and (j.placement is None or j.restart_s < duration)]
+    types = {n.gpu_type for n in nodes}
+    left = [j for j in left if any(j.speed(t) is not None for t in types)]
+    if not nodes or not left:
+        return schedule
+    sub = instance.subround(f"{instance.name}/residual", tuple(nodes), tuple(left))
+    extra = fungible_greedy_schedule(sub, seed=seed)
+    return Schedule(schedule.instance, {**schedule.jobs, **extra.jobs})
+
+
+def _fill(instance: Instance, schedule: Schedule, seed: int) -> Schedule:
+    """The whole-round fill around ``schedule`` where the round limits moves (preemption rules),
+    the residual fill (:func:`fill_residual`) otherwise."""
+    if "preemption" in policy_families(instance):
+        return fungible_greedy_schedule(instance, seed=seed, fixed=schedule)
+    return fill_residual(instance, schedule, seed=seed)
+
+
 def repair_across(instance: Instance, merged: Schedule, gangs: list[str], *, seed: int = 0) -> tuple[Schedule, dict[str, float]]:
     """The better of the two completions of ``merged`` (module text), and what each was worth."""
-    plain = fungible_greedy_schedule(instance, seed=seed, fixed=merged)
+    plain = _fill(instance, merged, seed)
     stats = {"repair_fill_objective": schedule_value(instance, plain)}
     best, best_v = plain, stats["repair_fill_objective"]
     if gangs:
-        with_gangs = fungible_greedy_schedule(instance, seed=seed, fixed=place_gangs(instance, merged, gangs))
+        with_gangs = _fill(instance, place_gangs(instance, merged, gangs), seed)
         stats["repair_gangs_objective"] = v = schedule_value(instance, with_gangs)
         if v > best_v + 1e-9:
             best, best_v = with_gangs, v

@@ -6,16 +6,19 @@
    hold wait for step 4.
 2. **Pass 1**: every part is a sub-round (:meth:`Instance.subround`: the part's nodes, its jobs,
    gangs valued as in the whole round) solved by ``lns`` on a worker of the backend (a local
-   process pool by default, or Ray), each with a budget of CP-SAT *deterministic* seconds.
+   process pool by default, or Ray), each with a budget of CP-SAT *deterministic* seconds. A part
+   whose time left (to the pass's deadline) is below its set-up cost (lns's starts and prices,
+   :data:`~optsched.partition.exchange.SETUP_S_PER_JOB` per job) answers at once with its
+   fungible-greedy schedule (``stats["greedy_parts"]``).
 3. **Price re-balancing** and **pass 2** (``passes >= 2``): each part also reports the prices of
    its resources; jobs its schedule left out are offered to the parts where their reduced profit
    at those prices is highest (:func:`~optsched.partition.prices.rebalance`), and every part is
-   solved again from its pass-1 schedule as hint (so no part gets worse).
+   solved again from its pass-1 schedule as hint (so no part gets worse). Pass 2 is skipped
+   (``stats["skipped_passes"]``) when a part of pass 1 answered greedily or no time is left.
 4. **Final repair across parts**: the union of the parts' schedules (disjoint nodes, disjoint
-   jobs: feasible) is completed on the whole round by the fungible greedy around it
-   (:func:`~optsched.heuristics.fungible_greedy.fungible_greedy_schedule` with ``fixed``): the
-   jobs left out everywhere, including gangs larger than any part, take the room left on any
-   node, and the leftover pass raises grid points where cores and memory are left.
+   jobs: feasible) is completed by the fungible greedy on the residual round
+   (:func:`~optsched.partition.repair.fill_residual`): the jobs left out everywhere, including
+   gangs larger than any part, take the room left on any node; its cost grows with what is left.
 
 Determinism: the partition comes from the seed, each part's search from the seed and its
 deterministic budget, and answers are taken in part order, never in completion order. The same
@@ -35,7 +38,7 @@ from typing import Any
 from optsched.errors import InputError
 from optsched.model import Instance
 from optsched.parallel import get_backend
-from optsched.partition.exchange import PartAnswer, assignment, encode_part, solve_part
+from optsched.partition.exchange import SETUP_S_PER_JOB, PartAnswer, assignment, encode_part, solve_part
 from optsched.partition.options import PartitionedOptions
 from optsched.partition.prices import moved_in, rebalance
 from optsched.partition.repair import repair_across
@@ -58,11 +61,11 @@ NODES_PER_PART = 512
 #: part: 1,603.86 against 1,603.51 with 0.06-0.25, 1.0 deterministic second on a 256 x 1,000 part
 WALL_PER_WORK = 6.5
 #: wall seconds per job for a part's set-up (decoding, lns starts, prices), per job of the part
-#: (measured 1.5-2 ms on 250- and 500-job parts, 2 loaded cores)
-PART_S_PER_JOB = 2.0e-3
+PART_S_PER_JOB = SETUP_S_PER_JOB
 #: wall seconds per job of the round for partitioning and encoding, and for the final repair
-PREP_S_PER_JOB = 1.0e-4
-REPAIR_S_PER_JOB = 4.0e-4  # measured 2.6 s for the two fills and gang placement on 2,048 x 8,000
+#: (measured 3.2 s and 1.0 s on 12,500 x 50,000, the repair on the residual round only)
+PREP_S_PER_JOB = 0.7e-4
+REPAIR_S_PER_JOB = 0.4e-4
 #: the share of the passes' time that pass 1 gets when there are two or more passes
 FIRST_PASS_SHARE = 0.6
 
@@ -160,26 +163,42 @@ class PartitionedSolver:
         reserve = REPAIR_S_PER_JOB * len(instance.jobs) + 0.2
         end_passes = wall_start + max(0.1, time_limit - reserve)
         shares = [FIRST_PASS_SHARE] + [(1 - FIRST_PASS_SHARE) / (passes - 1)] * (passes - 1) if passes > 1 else [1.0]
+        waves = math.ceil(partition.parts / workers)
+        planned = max(0.0, end_passes - wall_start - PREP_S_PER_JOB * len(instance.jobs)) / waves
+        biggest = max((len(js) for js in partition.jobs), default=0)
+        if passes > 1 and planned * shares[0] < PART_S_PER_JOB * biggest:
+            # the parts will not search in pass 1, so pass 2 is skipped: pass 1 gets all the time
+            shares = [1.0] + [0.0] * (passes - 1)
         rec = current()
         stats: dict[str, Any] = {"parts": partition.parts, "workers": workers, "backend": opts["backend"], "by": opts["by"],
-                                 "passes": passes, "work": budgets, "rest": len(partition.rest), "cut_parts": 0,
+                                 "passes": passes, "work": budgets, "rest": len(partition.rest), "cut_parts": 0, "greedy_parts": 0, "skipped_passes": 0,
                                  "pass_objectives": [], "pass_s": [], "moved": []}
         stats["prep_s"] = time.perf_counter() - start
         offered, schedules = _warm(instance, partition, hint)
         prices: list[dict[str, tuple[float, float, float]]] | None = None
         elapsed_share = 0.0
         for p in range(passes):
-            if p > 0:
-                offered, moves = rebalance(instance, partition.nodes, schedules, offered, prices, mode=opts["rebalance"])
-                stats["moved"].append(len(moves))
             elapsed_share += shares[p]
             deadline = wall_start + (end_passes - wall_start) * elapsed_share
+            if p > 0:
+                if stats["greedy_parts"] or time.time() >= deadline:
+                    stats["skipped_passes"] = passes - p  # no time for the parts' searches: no use re-balancing
+                    break
+                t0 = time.perf_counter()
+                offered, moves = rebalance(instance, partition.nodes, schedules, offered, prices, mode=opts["rebalance"])
+                stats["moved"].append(len(moves))
+                stats["rebalance_s"] = stats.get("rebalance_s", 0.0) + time.perf_counter() - t0
             t0 = time.perf_counter()
-            answers = self._pass(instance, partition, offered, schedules, backend, seed=seed + 7919 * p, work=budgets[p],
-                                 deadline=deadline, sub_time=opts["sub_time"], want_prices=p + 1 < passes)
+            # planned seconds per part, from the limit and the round's size only (no clock), so that
+            # how a part is solved does not depend on the load unless its deadline cuts in
+            share = planned * shares[p]
+            answers, encode_s = self._pass(instance, partition, offered, schedules, backend, seed=seed + 7919 * p, work=budgets[p],
+                                           deadline=deadline, share=share, sub_time=opts["sub_time"], want_prices=p + 1 < passes)
+            stats["encode_s"] = stats.get("encode_s", 0.0) + encode_s
             schedules = [Schedule(instance.name, {j: assignment(a) for j, a in ans.jobs}) for ans in answers]
             prices = [dict(a.prices) if a.prices is not None else {} for a in answers]
             stats["cut_parts"] += sum(a.cut for a in answers)
+            stats["greedy_parts"] += sum(a.greedy for a in answers)
             stats["pass_s"].append(time.perf_counter() - t0)
             stats.setdefault("part_steps", []).append([a.steps for a in answers])
             value = sum(a.objective for a in answers)
@@ -208,8 +227,11 @@ class PartitionedSolver:
 
     @staticmethod
     def _pass(instance: Instance, partition: Partition, offered: list[list[str]], schedules: list[Schedule], backend: Any, *,
-              seed: int, work: float, deadline: float, sub_time: float, want_prices: bool) -> list[PartAnswer]:
-        """One pass: every part's task, answered by the backend, taken in part order."""
+              seed: int, work: float, deadline: float, share: float, sub_time: float,
+              want_prices: bool) -> tuple[list[PartAnswer], float]:
+        """One pass: every part's task, answered by the backend, taken in part order; and the
+        seconds spent encoding the tasks."""
+        t0 = time.perf_counter()
         tasks = []
         for q in range(partition.parts):
             nodes = [instance.node(n) for n in partition.nodes[q]]
@@ -222,8 +244,9 @@ class PartitionedSolver:
                 jobs.append(job)
             hint = schedules[q] if schedules[q].jobs else None
             tasks.append(encode_part(instance, q, nodes, jobs, hint, seed=seed + q, work=work, deadline=deadline,
-                                     sub_time=sub_time, prices=want_prices))
+                                     share=share, sub_time=sub_time, prices=want_prices))
+        encode_s = time.perf_counter() - t0
         answers = sorted(backend.imap_unordered(solve_part, tasks), key=lambda a: a.index)
         if [a.index for a in answers] != list(range(partition.parts)):
             raise RuntimeError(f"partitioned: the backend answered parts {[a.index for a in answers]} of {partition.parts}")
-        return answers
+        return answers, encode_s

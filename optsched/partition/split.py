@@ -161,19 +161,30 @@ def draw_partition(instance: Instance, parts: int | None, *, by: str = "random",
     waiting = [j for j in instance.jobs if not j.placement]
     rng.shuffle(waiting)
     waiting.sort(key=lambda j: -j.gpus)
+    # capacity does not change while jobs are dealt: room and largest room per set of allowed types
+    rooms: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
     for j in waiting:
-        room = [sum(capacity[t][q] for t in types if j.speed(t) is not None) for q in range(parts)]
-        able = [q for q in range(parts) if _largest_type_room(j, capacity, q) >= j.gpus]
+        allowed = tuple(t for t in types if j.speed(t) is not None)
+        if allowed not in rooms:
+            rooms[allowed] = ([sum(capacity[t][q] for t in allowed) for q in range(parts)],
+                              [_largest_type_room(j, capacity, q) for q in range(parts)])
+        room, largest = rooms[allowed]
+        able = [q for q in range(parts) if largest[q] >= j.gpus]
         if not able:
             rest.append(j.id)
             continue
         q = min(able, key=lambda p: ((offered[p] + j.gpus) / max(room[p], 1), p))
         job_part[j.id] = q
         offered[q] += j.gpus
-    node_lists = [tuple(n.id for i, n in enumerate(instance.nodes) if part_of[i] == q) for q in range(parts)]
-    job_lists = [tuple(j.id for j in instance.jobs if job_part.get(j.id) == q) for q in range(parts)]
+    node_lists: list[list[str]] = [[] for _ in range(parts)]
+    for i, n in enumerate(instance.nodes):
+        node_lists[part_of[i]].append(n.id)
+    job_lists: list[list[str]] = [[] for _ in range(parts)]
+    for j in instance.jobs:
+        if j.id in job_part:
+            job_lists[job_part[j.id]].append(j.id)
     rest_ids = set(rest)
-    return Partition(tuple(node_lists), tuple(job_lists), tuple(j.id for j in instance.jobs if j.id in rest_ids))
+    return Partition(tuple(map(tuple, node_lists)), tuple(map(tuple, job_lists)), tuple(j.id for j in instance.jobs if j.id in rest_ids))
 
 
 def _largest_type_room(job: Job, capacity: dict[str, list[int]], q: int) -> int:
