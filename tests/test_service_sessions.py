@@ -2,44 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+from test_service import serving
 
 from optsched import Instance, check_schedule
 from optsched.errors import InputError
-from optsched.service import ServiceConfig, create_app
+from optsched.service import ServiceConfig
 from optsched.service.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = json.loads((ROOT / "instances" / "tiny" / "t-2n-6j-01.json").read_text())
-
-
-@contextlib.contextmanager
-def serving(config: ServiceConfig):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 def test_a_session_round_trip_reuses_an_identical_round_and_forgets_on_delete():
