@@ -22,7 +22,7 @@ import numpy as np
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
-__all__ = ["FreeCapacity", "residual_round"]
+__all__ = ["FreeCapacity", "node_usage", "residual_round"]
 
 
 class FreeCapacity:
@@ -55,18 +55,24 @@ class FreeCapacity:
             self.free_m[i] -= sign * m * k
 
 
+def node_usage(schedule: Schedule) -> defaultdict[str, list[int]]:
+    """Per node id: the ``[GPUs, cores, GB]`` the schedule's jobs hold there (``[0, 0, 0]`` for
+    a node it does not use)."""
+    used: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for a in schedule.jobs.values():
+        for nid, k in a.nodes.items():
+            u = used[nid]
+            u[0] += k
+            u[1] += k * a.cpus_per_gpu
+            u[2] += k * a.mem_per_gpu_gb
+    return used
+
+
 def residual_round(instance: Instance, placed: Schedule, name: str | None = None) -> Instance:
     """The round left after ``placed``'s jobs took their resources: smaller nodes, fewer jobs."""
-    used_g: dict[str, int] = defaultdict(int)
-    used_c: dict[str, int] = defaultdict(int)
-    used_m: dict[str, int] = defaultdict(int)
-    for a in placed.jobs.values():
-        for nid, k in a.nodes.items():
-            used_g[nid] += k
-            used_c[nid] += k * a.cpus_per_gpu
-            used_m[nid] += k * a.mem_per_gpu_gb
+    used = node_usage(placed)
     nodes = tuple(
-        replace(n, gpus=n.gpus - used_g[n.id], cpus=n.cpus - used_c[n.id], mem_gb=n.mem_gb - used_m[n.id]) for n in instance.nodes
+        replace(n, gpus=n.gpus - used[n.id][0], cpus=n.cpus - used[n.id][1], mem_gb=n.mem_gb - used[n.id][2]) for n in instance.nodes
     )
     jobs = tuple(j for j in instance.jobs if j.id not in placed.jobs)
     if name is None:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from optsched.capacity import node_usage
 from optsched.errors import InputError
 from optsched.model import Instance, Job
 from optsched.schedule import Schedule
 
-__all__ = ["MODES", "moved_in", "rebalance"]
+__all__ = ["MODES", "movable", "moved_in", "rebalance"]
 
 #: how jobs are moved between passes
 MODES = ("prices", "leftover")
@@ -46,23 +47,18 @@ def moved_in(instance: Instance, job: Job) -> Job:
     return replace(job, weight=job.weight * factor, placement=None, restart_s=0.0)
 
 
-def _movable(instance: Instance, job: Job) -> bool:
+def movable(instance: Instance, job: Job) -> bool:
+    """Whether ``job`` may join another part: not pinned, and waiting or worth restarting."""
     return not job.pinned and (job.placement is None or job.restart_s < instance.round.duration_s)
 
 
 def _room(instance: Instance, nodes: tuple[str, ...], schedule: Schedule) -> dict[str, list[int]]:
     """Per GPU type: the GPUs, cores and GB the schedule leaves free on ``nodes``."""
     free: dict[str, list[int]] = {}
-    used: dict[str, list[int]] = {}
-    for a in schedule.jobs.values():
-        for n, k in a.nodes.items():
-            u = used.setdefault(n, [0, 0, 0])
-            u[0] += k
-            u[1] += k * a.cpus_per_gpu
-            u[2] += k * a.mem_per_gpu_gb
+    used = node_usage(schedule)
     for nid in nodes:
         node = instance.node(nid)
-        u = used.get(nid, (0, 0, 0))
+        u = used[nid]
         f = free.setdefault(node.gpu_type, [0, 0, 0])
         f[0] += node.gpus - u[0]
         f[1] += node.cpus - u[1]
@@ -89,7 +85,7 @@ def rebalance(instance: Instance, nodes: tuple[tuple[str, ...], ...], schedules:
     for q in range(parts):
         for j in offered[q]:
             job = instance.job(j)
-            if j not in schedules[q].jobs and _movable(instance, job):
+            if j not in schedules[q].jobs and movable(instance, job):
                 top = max(thr for _c, _m, thr in job.profile.points()) / job.demand_throughput * job.weight / job.gpus
                 left.append((-top, instance.job_idx(j), j, q))
     left.sort()

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from optsched.capacity import node_usage
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.model import Instance, Job, Node
-from optsched.partition.prices import moved_in
+from optsched.partition.prices import movable, moved_in
 from optsched.round_policies import policy_families
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, schedule_value
@@ -106,22 +107,14 @@ def fill_residual(instance: Instance, schedule: Schedule, *, seed: int = 0) -> S
     stay out) on the room it leaves free (nodes with a free GPU, core and GB, at their free
     room), valued as in the whole round (:meth:`Instance.subround`). Its cost grows with what is
     left, not with the round; unlike the whole-round fill it does not raise placed jobs' points."""
-    used: dict[str, list[int]] = {}
-    for a in schedule.jobs.values():
-        for n, k in a.nodes.items():
-            u = used.setdefault(n, [0, 0, 0])
-            u[0] += k
-            u[1] += k * a.cpus_per_gpu
-            u[2] += k * a.mem_per_gpu_gb
+    used = node_usage(schedule)
     nodes = []
     for n in instance.nodes:
-        u = used.get(n.id, (0, 0, 0))
+        u = used[n.id]
         g, c, m = n.gpus - u[0], n.cpus - u[1], n.mem_gb - u[2]
         if g > 0 and c > 0 and m > 0:
             nodes.append(Node(n.id, n.gpu_type, g, c, m, n.rack))
-    duration = instance.round.duration_s
-    left = [moved_in(instance, j) for j in instance.jobs
-            if j.id not in schedule.jobs and not j.pinned and (j.placement is None or j.restart_s < duration)]
+    left = [moved_in(instance, j) for j in instance.jobs if j.id not in schedule.jobs and movable(instance, j)]
     types = {n.gpu_type for n in nodes}
     left = [j for j in left if any(j.speed(t) is not None for t in types)]
     if not nodes or not left:
