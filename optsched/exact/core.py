@@ -57,7 +57,7 @@ LNS_FROM_CELLS = 1024
 #: polish (measured at 64 x 256, 4 rounds, load 7.5: CP-SAT got 0-0.6 deterministic seconds after
 #: a 70 % lns stage and never improved it, a 90 % share found better schedules on all 4, +4 % in
 #: sum; with 90 % it got 0.0 deterministic seconds at 64 x 256 and 0.04-0.34 at 32 x 120, where
-#: it never improved the lns schedule either: core-quiet.csv, core-session3.csv)
+#: it never improved the lns schedule either: core-quiet.csv, core-run3.csv)
 LNS_MOSTLY_FROM_CELLS = 2048
 
 #: seconds kept back from the time limit for reading the solution and building the Result, plus
