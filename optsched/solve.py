@@ -34,6 +34,11 @@ AUTO_EXACT_CELLS = 16_384
 #: ... and warm-starts CP-SAT from the learned policy above this many cells (where CP-SAT no longer
 #: proves small rounds quickly and the policy's schedule beats its greedy hint: docs/results.md)
 AUTO_HINT_CELLS = 1_024
+#: ... and splits the round into parts (``partitioned``) above this many cells: on generated rounds
+#: at a 30 s limit, ``maifs`` is ahead at 2,048 x 8,000 (16.4M cells) and ``partitioned`` at
+#: 4,096 x 16,000 (65.5M cells: half the gap to the LP bound, two thirds of the time, an eighth
+#: of the memory) and above (docs/results.md, "Decomposition: partitioned")
+AUTO_PARTITION_CELLS = 32_000_000
 #: the learned policy is used only with at least this time limit (measured when inference ran in
 #: torch: its import and the forward pass needed up to about a second on a loaded 2-core machine)
 AUTO_LEARNED_MIN_S = 2.0
@@ -43,6 +48,10 @@ AUTO_WARM = MethodInfo("cpsat+maifs", "exact", "CP-SAT warm-started with the lea
                        "optsched.learned.auto:WarmCpSat", takes_hint=True, options="optsched.learned.options:WarmCpsatOptions")
 AUTO_LARGE = MethodInfo("maifs", "learned", "the learned policy, its loading counted in the time limit",
                         "optsched.learned.auto:TimedLearned", takes_hint=True, options="optsched.learned.options:MaifsOptions")
+
+
+#: what ``auto`` runs above ``AUTO_PARTITION_CELLS``
+AUTO_PARTITIONED = get_method("partitioned")
 
 
 def learned_problem() -> str | None:
@@ -60,6 +69,8 @@ def _choose(instance: Instance, time_limit: float) -> tuple[MethodInfo, str | No
     n_nodes, n_jobs = instance.size
     cells = n_nodes * n_jobs
     wanted = family_default("exact")
+    if cells > AUTO_PARTITION_CELLS and policy_families(instance) <= set(AUTO_PARTITIONED.policies):
+        return AUTO_PARTITIONED, None
     if cells > AUTO_HINT_CELLS and time_limit >= AUTO_LEARNED_MIN_S and not policy_families(instance):
         wanted = AUTO_WARM if cells <= AUTO_EXACT_CELLS else AUTO_LARGE
     elif cells > AUTO_EXACT_CELLS:
@@ -81,6 +92,8 @@ def choose_auto(instance: Instance, time_limit: float) -> MethodInfo:
     above ``AUTO_HINT_CELLS`` cells, and above ``AUTO_EXACT_CELLS`` the policy itself (``maifs``
     with its price-guided repair: on 1,024 x 4,000 rounds 1.6-2.0 % from the LP bound in about 1 s,
     where cpsat and lns need their whole 10 s to end 0.03-1.5 % away; docs/results.md).
+    Above ``AUTO_PARTITION_CELLS`` cells ``auto`` runs ``partitioned`` (parts solved in parallel
+    by lns) whatever the time limit, on rounds whose only policy family is ``preemption``.
     The choice depends only on the round and the time limit, except that when the policy's
     weights do not load (:func:`learned_problem`) ``auto`` runs the plain method (``cpsat``
     resp. ``lns``) and :func:`solve_round` says so: ``Result.stats["warnings"]`` and a warning

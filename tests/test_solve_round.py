@@ -116,6 +116,23 @@ def test_auto_picks_exact_for_small_and_heuristic_for_large(tiny, monkeypatch):
     assert res.method in ("heuristic", "learned") and res.solver != "cpsat"
 
 
+def test_auto_partitions_the_largest_rounds(tiny, monkeypatch):
+    """Above AUTO_PARTITION_CELLS auto splits the round (partitioned), whatever the time limit,
+    unless the round uses a policy family partitioned does not honour; it is then solved as before."""
+    monkeypatch.setattr(optsched.solve, "AUTO_PARTITION_CELLS", math.prod(tiny.size) - 1)
+    for limit in (0.5, 10.0):
+        assert choose_auto(tiny, limit).name == "partitioned"
+    res = solve_round(tiny, "auto", time_limit=2.0)
+    assert (res.solver, res.method) == ("partitioned", "heuristic")
+    assert check_schedule(tiny, res.schedule).feasible
+    d = tiny.to_dict()
+    d["version"] = 2
+    d["jobs"][0].update(deadline_s=900.0, remaining_s=600.0)
+    assert choose_auto(Instance.from_dict(d), 10.0).name != "partitioned"
+    monkeypatch.setattr(optsched.solve, "AUTO_PARTITION_CELLS", math.prod(tiny.size))
+    assert choose_auto(tiny, 10.0).name == "cpsat"
+
+
 @pytest.mark.parametrize(("method", "solver"), [("exact", "cpsat"), ("heuristic", "lns")])
 def test_family_defaults(tiny, method, solver):
     res = solve_round(tiny, method, time_limit=1.0)
