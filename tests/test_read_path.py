@@ -163,7 +163,11 @@ def test_broken_job_would_take_the_shortcut():
     assert job_mod._plain_job(copy.deepcopy(ROUND["jobs"][1])) is not None
 
 
-@pytest.mark.parametrize(("path", "value"), MUTATIONS, ids=[f"{'.'.join(map(str, p))}={v!r}"[:60] for p, v in MUTATIONS])
+def _id(path: tuple, value: Any) -> str:
+    return f"{'.'.join(map(str, path))}={'MISSING' if value is MISSING else repr(value)}"[:60]
+
+
+@pytest.mark.parametrize(("path", "value"), MUTATIONS, ids=[_id(p, v) for p, v in MUTATIONS])
 def test_malformed_job_refused_the_same(path, value):
     fast, slow = both(Instance.from_dict, _set(ROUND, ("jobs", 1, *path), value))
     assert fast == slow
