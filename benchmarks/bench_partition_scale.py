@@ -3,15 +3,24 @@ parts, re-balancing, the final repair and the independent check, with the peak m
 
     optsched gen --nodes 12500 --jobs 50000 --seed 0 -o r100k.json.gz
     python benchmarks/bench_partition_scale.py r100k.json.gz 30
+    python benchmarks/bench_partition_scale.py r100k.json.gz 30 --cli
 
 Prints one JSON line (seconds; ``peak_mb`` is the larger of this process and its largest worker).
+With ``--cli`` it runs ``optsched solve --solver partitioned --write-first -v -o FILE`` as a new
+process instead and reports, from that process's start: when the first checked schedule is in
+``FILE`` (``first_file_s``), when the command ends (``exit_s``), and the command's own ``-v``
+lines (read time, the first incumbent's solve time and worth, the summary).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 
@@ -40,5 +49,33 @@ def main(path: str, time_limit: float) -> dict:
             "jobs_placed": st["jobs_placed"], "peak_mb": round(peak)}
 
 
+def cli(path: str, time_limit: float) -> dict:
+    """The command line end to end: process start to the first checked schedule on disk, and to the end."""
+    out = os.path.join(tempfile.mkdtemp(), "schedule.json")
+    cmd = [sys.executable, "-m", "optsched.cli", "solve", path, "--solver", "partitioned", "--time-limit", str(time_limit),
+           "--write-first", "-v", "-o", out]
+    first: list[float] = []
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+
+    def watch() -> None:
+        while proc.poll() is None and not os.path.exists(out):
+            time.sleep(0.02)
+        if os.path.exists(out):
+            first.append(time.perf_counter() - t0)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.wait()
+    exit_s = time.perf_counter() - t0
+    watcher.join()
+    lines = [ln for ln in err.splitlines() if "incumbent=" not in ln]
+    return {"round": path, "time_limit": time_limit, "first_file_s": round(first[0], 2) if first else None,
+            "exit_s": round(exit_s, 2), "returncode": proc.returncode, "stderr": lines}
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 30.0)))
+    args = [a for a in sys.argv[1:] if a != "--cli"]
+    run = cli if "--cli" in sys.argv else main
+    print(json.dumps(run(args[0], float(args[1]) if len(args) > 1 else 30.0)))

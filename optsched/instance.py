@@ -27,6 +27,7 @@ from optsched.fields import (
     _check_version,
     _frozen_map,
     _get,
+    gc_paused,
 )
 from optsched.job import Job, cheapest_point
 from optsched.limits import check_ranges
@@ -303,6 +304,11 @@ class Instance:
 
     @classmethod
     def from_dict(cls, d: Any) -> Instance:
+        with gc_paused():  # many objects, no reference cycles (fields.gc_paused)
+            return cls._from_dict(d)
+
+    @classmethod
+    def _from_dict(cls, d: Any) -> Instance:
         d = _check_mapping("instance", d)
         version = _check_version(_get(d, "version"))
         try:

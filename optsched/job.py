@@ -5,8 +5,11 @@ Immutable and validated once, like every contract type (:mod:`optsched.model` re
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from optsched.errors import InputError
@@ -72,12 +75,24 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: Any) -> Profile:
+        """The profile of a JSON object; one equal to an object read before is that same, already
+        validated :class:`Profile` (:func:`_profile_key`), so jobs of one model share theirs."""
+        key = _profile_key(d)
+        if key is not None:
+            known = _PROFILES.get(key)
+            if known is not None:
+                return known
         d = _check_mapping("", d)
-        return cls(
+        profile = cls(
             cpus_per_gpu=_get(d, "cpus_per_gpu"),
             mem_per_gpu_gb=_get(d, "mem_per_gpu_gb"),
             throughput=_get(d, "throughput"),
         )
+        if key is not None:
+            if len(_PROFILES) >= _PROFILES_MAX:
+                _PROFILES.clear()
+            _PROFILES[key] = profile
+        return profile
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +100,34 @@ class Profile:
             "mem_per_gpu_gb": list(self.mem_per_gpu_gb),
             "throughput": [list(r) for r in self.throughput],
         }
+
+
+#: the profiles read so far, by :func:`_profile_key`: a round repeats a few dozen profiles (one
+#: per model and gang size) over thousands of jobs, and each is validated and stored once
+_PROFILES: dict[tuple[Any, ...], Profile] = {}
+#: the cache is emptied when it holds this many profiles
+_PROFILES_MAX = 4096
+_LIST, _INT, _NUMBER, _STR = frozenset({list}), frozenset({int}), frozenset({int, float}), frozenset({str})
+
+
+def _profile_key(d: Any) -> tuple[Any, ...] | None:
+    """A hashable key for a profile object of plain JSON: a dict whose grids are lists of exact
+    ``int`` and whose ``throughput`` is a list of lists of exact ``int`` or ``float``; ``None`` for
+    any other object (a bool, a string, a missing field: it is validated afresh).
+
+    Two objects with the same key are valid or invalid together and give equal profiles: Python
+    compares ``int`` and ``float`` exactly, a throughput is stored as its ``float`` either way, and
+    the grids hold integers only (``True == 1`` is what the exact types keep out).
+    """
+    if type(d) is not dict:
+        return None
+    cpus, mems, rows = d.get("cpus_per_gpu"), d.get("mem_per_gpu_gb"), d.get("throughput")
+    if type(cpus) is not list or type(mems) is not list or type(rows) is not list or not _LIST.issuperset(map(type, rows)):
+        return None
+    if not (_INT.issuperset(map(type, cpus)) and _INT.issuperset(map(type, mems))
+            and _NUMBER.issuperset(map(type, itertools.chain.from_iterable(rows)))):
+        return None
+    return tuple(cpus), tuple(mems), tuple(map(tuple, rows))
 
 
 @dataclass(frozen=True)
@@ -195,7 +238,7 @@ class Job:
             for t, s in speeds.items():
                 _check_str("gpu_speed", t)
                 clean[t] = _check_float(f"gpu_speed.{t}", s, positive=True)
-            object.__setattr__(self, "gpu_speed", _frozen_map(clean))
+            object.__setattr__(self, "gpu_speed", _shared_speeds(clean))
         sf = _check_float("spread_factor", self.spread_factor, positive=True)
         if sf > 1.0:
             raise InputError("spread_factor", self.spread_factor, "must be in (0, 1]")
@@ -274,6 +317,12 @@ class Job:
 
     @classmethod
     def from_dict(cls, d: Any) -> Job:
+        """The job of a JSON object. A plain one (:func:`_plain_job`) is read without the
+        field-by-field checks it passes anyway; any other is checked field by field, and the first
+        bad field is named."""
+        plain = _plain_job(d) if cls is Job else None
+        if plain is not None:
+            return plain
         d = _check_mapping("", d)
         raw_profile = _get(d, "profile")
         try:
@@ -327,6 +376,91 @@ class Job:
         if not self.preemptible:
             d["preemptible"] = False
         return d
+
+
+#: the fields a plain job object may have (the version-2 fields take the full reading)
+_PLAIN_KEYS = frozenset({"id", "gpus", "weight", "model", "profile", "demand", "gpu_speed", "spread_factor", "placement", "restart_s"})
+
+
+def _plain_float(v: Any) -> float | None:
+    """``float(v)`` for an ``int`` or a finite ``float`` (not a bool), else ``None``."""
+    if type(v) is float:
+        return v if math.isfinite(v) else None
+    if type(v) is int:
+        try:
+            return float(v)
+        except OverflowError:
+            return None
+    return None
+
+
+def _plain_job(d: Any) -> Job | None:
+    """The :class:`Job` of a JSON object that is plainly valid, built without re-checking it;
+    ``None`` for any other object, which :meth:`Job.from_dict` reads field by field.
+
+    Plain: a dict with no field beyond :data:`_PLAIN_KEYS`, whose profile was read before
+    (:func:`_profile_key`), whose every field is of its exact JSON type (``int``, ``float``,
+    ``str``, ``dict``; never a bool where a number is due) and passes the checks of
+    :meth:`Job.__post_init__` (which stay the one statement of the rules: whatever this function
+    cannot vouch for goes there, and a job it builds equals the one ``__post_init__`` would, field
+    by field and type by type; tests/test_read_path.py holds it to both).
+    """
+    if type(d) is not dict or not _PLAIN_KEYS.issuperset(d):
+        return None
+    jid, gpus, demand, model = d.get("id"), d.get("gpus"), d.get("demand"), d.get("model")
+    if type(jid) is not str or not jid or type(gpus) is not int or gpus < 1 or type(demand) is not dict:
+        return None
+    if model is not None and (type(model) is not str or not model):
+        return None
+    key = _profile_key(d.get("profile"))
+    profile = None if key is None else _PROFILES.get(key)
+    if profile is None:  # the first job with this profile takes the full reading, which keeps it
+        return None
+    c, m = demand.get("cpus_per_gpu"), demand.get("mem_per_gpu_gb")
+    if type(c) is not int or type(m) is not int or c not in profile.cpus_per_gpu or m not in profile.mem_per_gpu_gb:
+        return None
+    weight, spread, restart = _plain_float(d.get("weight", 1.0)), _plain_float(d.get("spread_factor", 1.0)), _plain_float(d.get("restart_s", 0.0))
+    if weight is None or weight <= 0.0 or spread is None or not 0.0 < spread <= 1.0 or restart is None or restart < 0.0:
+        return None
+    speeds = d.get("gpu_speed")
+    if speeds is not None:
+        if type(speeds) is not dict or not speeds:
+            return None
+        clean = {}
+        for t, v in speeds.items():
+            x = _plain_float(v)
+            if type(t) is not str or not t or x is None or x <= 0.0:
+                return None
+            clean[t] = x
+        speeds = _shared_speeds(clean)
+    place = d.get("placement")
+    if place is not None:
+        if type(place) is not dict or not place or not _STR.issuperset(map(type, place)) or not _INT.issuperset(map(type, place.values())):
+            return None
+        if not all(place) or min(place.values()) < 1 or sum(place.values()) != gpus:
+            return None
+        place = MappingProxyType(dict(place))
+    job = object.__new__(Job)
+    vars(job).update(id=jid, gpus=gpus, profile=profile, demand=(c, m), weight=weight, model=model, gpu_speed=speeds,
+                     spread_factor=spread, placement=place, restart_s=restart, tenant=None, deadline_s=None,
+                     remaining_s=None, elastic=None, preemptible=True)
+    return job
+
+
+#: the ``gpu_speed`` maps read so far, by content: jobs of one model share one (callers memoise
+#: per map object: :meth:`optsched.heuristics.common.Cluster.allowed_types`)
+_SPEEDS: dict[tuple[tuple[str, float], ...], Mapping[str, float]] = {}
+
+
+def _shared_speeds(clean: dict[str, float]) -> Mapping[str, float]:
+    """The read-only map of validated speeds ``clean`` (type -> float), shared with every equal one."""
+    key = tuple(clean.items())
+    known = _SPEEDS.get(key)
+    if known is None:
+        if len(_SPEEDS) >= _PROFILES_MAX:
+            _SPEEDS.clear()
+        known = _SPEEDS[key] = MappingProxyType(clean)
+    return known
 
 
 def _has_both(demand: Mapping[str, Any]) -> bool:

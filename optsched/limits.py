@@ -20,6 +20,7 @@ The same figures are stated in ``docs/contract.md`` ("Numeric range") and ``docs
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from optsched.errors import InputError
@@ -41,6 +42,7 @@ __all__ = [
     "check_size",
     "check_value_span",
     "job_value_range",
+    "present_types",
 ]
 
 #: deepest JSON nesting read (a contract document nests 7 deep, an HTTP request 8)
@@ -97,10 +99,34 @@ def check_ranges(instance: Instance) -> None:
     for name, q in (rnd.tenants or {}).items():
         _count(f"round.tenants.{name}.quota_gpus", q)
     for i, n in enumerate(instance.nodes):
-        for key in ("gpus", "cpus", "mem_gb"):
-            _count(f"nodes[{i}].{key}", getattr(n, key))
+        if n.gpus > MAX_COUNT or n.cpus > MAX_COUNT or n.mem_gb > MAX_COUNT:
+            for key in ("gpus", "cpus", "mem_gb"):
+                _count(f"nodes[{i}].{key}", getattr(n, key))
+    in_range: set[int] = set()  # ids of the profiles found in range (jobs of one model share theirs)
     for i, j in enumerate(instance.jobs):
-        _check_job(f"jobs[{i}]", j)
+        if not _job_in_range(j, in_range):
+            _check_job(f"jobs[{i}]", j)
+
+
+def _job_in_range(j: Job, in_range: set[int]) -> bool:
+    """Whether every number of ``j`` is in range: the quick test, with no field names formatted;
+    :func:`_check_job` names the first that is not (it also runs when this cannot tell: an elastic job)."""
+    if j.gpus > MAX_COUNT or not MIN_FACTOR <= j.weight <= MAX_FACTOR or j.restart_s > MAX_SECONDS or j.elastic is not None:
+        return False
+    if (j.deadline_s is not None and j.deadline_s > MAX_SECONDS) or (j.remaining_s is not None and j.remaining_s > MAX_SECONDS):
+        return False
+    if j.gpu_speed is not None and not all(MIN_FACTOR <= s <= MAX_FACTOR for s in j.gpu_speed.values()):
+        return False
+    if j.placement is not None and max(j.placement.values()) > MAX_COUNT:
+        return False
+    prof = j.profile
+    if id(prof) not in in_range:
+        if prof.cpus_per_gpu[-1] > MAX_COUNT or prof.mem_per_gpu_gb[-1] > MAX_COUNT:  # grids increase
+            return False
+        if not all(MIN_THROUGHPUT <= min(row) and max(row) <= MAX_THROUGHPUT for row in prof.throughput):
+            return False
+        in_range.add(id(prof))
+    return True
 
 
 def _check_job(at: str, j: Job) -> None:
@@ -127,21 +153,39 @@ def _check_job(at: str, j: Job) -> None:
             _between(f"{at}.elastic.scaling[{k}]", f, MIN_FACTOR, MAX_FACTOR, "the speed-factor range")
 
 
-def job_value_range(instance: Instance, job: Job) -> tuple[float, float] | None:
+def job_value_range(instance: Instance, job: Job, *, present: Collection[str] | None = None,
+                    throughputs: dict[tuple[int, tuple[int, int]], tuple[float, float]] | None = None) -> tuple[float, float] | None:
     """Smallest and largest value ``weight x speed x throughput / demand throughput`` (times the
     smallest and largest ``elastic.scaling`` factor) of ``job`` over the GPU types it may use that
     the cluster has and its admissible grid points (in a ``fair`` round: throughput at least the
-    demand's); ``None`` when the cluster has none of its GPU types."""
-    present = {n.gpu_type for n in instance.nodes if n.gpus > 0}
+    demand's); ``None`` when the cluster has none of its GPU types.
+
+    For many jobs of one round (:func:`check_value_span`): ``present`` is the round's GPU types
+    with GPUs (:func:`present_types`), and ``throughputs`` a dict that keeps the smallest and
+    largest admissible throughput per profile object and demand, for jobs that share them.
+    """
+    if present is None:
+        present = present_types(instance)
     speeds = [s for t in present if (s := job.speed(t)) is not None]
     if not speeds:
         return None
     demand = job.demand_throughput
-    thr = [v for row in job.profile.throughput for v in row if not instance.round.fair or v >= demand]
+    key = (id(job.profile), job.demand)
+    span = None if throughputs is None else throughputs.get(key)
+    if span is None:
+        thr = [v for row in job.profile.throughput for v in row if not instance.round.fair or v >= demand]
+        span = min(thr), max(thr)
+        if throughputs is not None:
+            throughputs[key] = span
     lo_f, hi_f = (1.0, 1.0) if job.elastic is None else (min(job.elastic.scaling), max(job.elastic.scaling))
-    lo = job.weight * min(speeds) * min(thr) / demand * lo_f
-    hi = job.weight * max(speeds) * max(thr) / demand * hi_f
+    lo = job.weight * min(speeds) * span[0] / demand * lo_f
+    hi = job.weight * max(speeds) * span[1] / demand * hi_f
     return lo, hi
+
+
+def present_types(instance: Instance) -> set[str]:
+    """The GPU types of the round's nodes that have GPUs."""
+    return {n.gpu_type for n in instance.nodes if n.gpus > 0}
 
 
 def check_value_span(instance: Instance) -> None:
@@ -149,8 +193,9 @@ def check_value_span(instance: Instance) -> None:
     smallest, :func:`job_value_range` over every job): no backend keeps such values apart (CP-SAT's
     integer scaling would overflow, MIP solvers stop with bounds below their own objective)."""
     lo, hi, lo_at, hi_at = math.inf, 0.0, -1, -1
+    present, throughputs = present_types(instance), {}
     for i, job in enumerate(instance.jobs):
-        r = job_value_range(instance, job)
+        r = job_value_range(instance, job, present=present, throughputs=throughputs)
         if r is None:
             continue
         if r[0] < lo:

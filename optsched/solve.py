@@ -21,7 +21,7 @@ from optsched.registry import FAMILIES, MethodInfo, family_default, get_method, 
 from optsched.result import Result, Status
 from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
-from optsched.trajectory import Progress, recording
+from optsched.trajectory import Incumbent, Progress, recording
 
 __all__ = ["SolverBug", "choose_auto", "method_options", "solve_round"]
 
@@ -159,6 +159,7 @@ def solve_round(
     seed: int = 0,
     hint: Schedule | Mapping[str, Any] | None = None,
     progress: Progress | None = None,
+    incumbent: Incumbent | None = None,
     options: MethodOptions | Mapping[str, Any] | None = None,
     **keywords: Any,
 ) -> Result:
@@ -173,6 +174,11 @@ def solve_round(
     (seconds since the call started, the best schedule's worth or ``None`` before the first, the
     best proven bound or ``None``): the objective never falls and the bound never rises.
     ``Result.trajectory`` holds the same events, ending at the result's objective and bound.
+    ``incumbent`` is called as ``incumbent(t_s, objective, schedule)`` with each of those
+    incumbents that the method recorded with its schedule (``partitioned`` does, as its parts
+    answer); ``schedule()`` builds it, as the method holds it: check it
+    (:func:`~optsched.checker.check_schedule`) before relying on it, as ``solve_round`` checks
+    the final one (the command line's ``--write-first`` does).
 
     ``options`` are the solver's options: an options object of its class (``CpsatOptions``,
     ``LnsOptions``, ``MipOptions``, ``MaifsOptions``; :attr:`MethodInfo.options
@@ -225,11 +231,13 @@ def solve_round(
     opts = method_options(info, keywords if options is None else options)
     if progress is not None and not callable(progress):
         raise InputError("progress", progress, "must be a callable progress(t_s, objective, bound) or None")
+    if incumbent is not None and not callable(incumbent):
+        raise InputError("incumbent", incumbent, "must be a callable incumbent(t_s, objective, schedule) or None")
     check_ranges(instance)  # a round built in Python has not been through Instance.from_dict
     check_value_span(instance)
     check_size(instance, info.name)
     start = time.perf_counter()
-    with recording(instance, listener=progress, start=start) as root, root.nested():
+    with recording(instance, listener=progress, start=start, incumbent=incumbent) as root, root.nested():
         result = info.load()().solve(instance, time_limit=float(time_limit), seed=seed, hint=hint, **opts.to_dict())
     end = time.perf_counter()
     elapsed = end - start

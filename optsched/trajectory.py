@@ -13,6 +13,11 @@ and record with :func:`current` inside. Methods called on the *same* round insid
 caller's trajectory only inside :meth:`Trajectory.nested`; other calls inside a method (lns
 sub-problems) never do, and record only their result. :func:`optsched.solve_round` roots the
 chain and passes each event to its ``progress`` callback.
+
+A method that holds its incumbent's schedule may record it too (``record(value, schedule=...)``,
+a zero-argument callable that builds it: only a listener that asks pays for it); the root passes
+it to ``solve_round``'s ``incumbent`` callback, e.g. for the command line to write the first
+schedule of a long solve as soon as it exists.
 """
 
 from __future__ import annotations
@@ -30,11 +35,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from optsched.model import Instance
     from optsched.result import Result
+    from optsched.schedule import Schedule
 
-__all__ = ["Progress", "Trajectory", "TrajectoryPoint", "current", "recorded"]
+__all__ = ["Incumbent", "Progress", "Trajectory", "TrajectoryPoint", "current", "recorded"]
 
 #: ``progress(t_s, objective, bound)``: called with each recorded event
 Progress = Callable[[float, "float | None", "float | None"], None]
+#: ``incumbent(t_s, objective, schedule)``: called with each recorded improving incumbent that
+#: came with its schedule; ``schedule()`` builds it (as the method holds it: unchecked)
+Incumbent = Callable[[float, float, "Callable[[], Schedule]"], None]
 
 #: objectives within this relative tolerance of the final one count as equal (the CP-SAT
 #: incumbents' worths come from a scaled objective; :mod:`optsched.exact.scaling`)
@@ -70,13 +79,17 @@ class Trajectory:
         The caller's trajectory, which receives each event too (on its own clock).
     logger:
         Each recorded point is logged at DEBUG level here.
+    incumbent:
+        Called as ``incumbent(t_s, objective, schedule)`` with each improving incumbent recorded
+        with its schedule.
     """
 
     def __init__(self, instance: Instance | None = None, *, start: float | None = None, listener: Progress | None = None,
-                 parent: Trajectory | None = None, logger: logging.Logger | None = None) -> None:
+                 parent: Trajectory | None = None, logger: logging.Logger | None = None, incumbent: Incumbent | None = None) -> None:
         self.instance = instance
         self.start = time.perf_counter() if start is None else start
         self._listener = listener
+        self._incumbent = incumbent
         self._parent = parent
         self._log = logger
         self._points: list[TrajectoryPoint] = []
@@ -109,17 +122,20 @@ class Trajectory:
         less than an earlier one."""
         self._muted = True
 
-    def record(self, objective: float | None = None, bound: float | None = None, *, at: float | None = None) -> None:
+    def record(self, objective: float | None = None, bound: float | None = None, *, at: float | None = None,
+               schedule: Callable[[], Schedule] | None = None) -> None:
         """An incumbent worth ``objective`` and/or a proven ``bound``, known at ``at``
-        (``time.perf_counter()``; default now). Events that improve neither are dropped."""
+        (``time.perf_counter()``; default now). Events that improve neither are dropped.
+        ``schedule`` builds the incumbent's schedule (a feasible one, worth ``objective``) for
+        the ``incumbent`` listener, if there is one."""
         if self._muted:
             return
         at = time.perf_counter() if at is None else at
-        self._add(at, objective, bound)
+        self._add(at, objective, bound, schedule)
         if self._parent is not None:
-            self._parent.record(objective, bound, at=at)
+            self._parent.record(objective, bound, at=at, schedule=schedule)
 
-    def _add(self, at: float, objective: float | None, bound: float | None) -> None:
+    def _add(self, at: float, objective: float | None, bound: float | None, schedule: Callable[[], Schedule] | None = None) -> None:
         better_obj = _better(objective, self.objective, 1.0)
         better_bound = _better(bound, self.bound, -1.0)
         if not (better_obj or better_bound):
@@ -133,6 +149,8 @@ class Trajectory:
             self._log.debug("%.3fs incumbent=%s bound=%s", pt.t_s, _fmt(pt.objective), _fmt(pt.bound))
         if self._listener is not None:
             self._listener(*pt)
+        if better_obj and schedule is not None and self._incumbent is not None and pt.objective is not None:
+            self._incumbent(pt.t_s, pt.objective, schedule)
 
     def close(self, objective: float, bound: float | None, *, at: float | None = None) -> tuple[TrajectoryPoint, ...]:
         """The trajectory ending at the call's final ``objective`` and ``bound``.
@@ -190,13 +208,13 @@ def current() -> Trajectory:
 
 @contextlib.contextmanager
 def recording(instance: Instance, *, logger: logging.Logger | None = None, listener: Progress | None = None,
-              start: float | None = None) -> Iterator[Trajectory]:
+              start: float | None = None, incumbent: Incumbent | None = None) -> Iterator[Trajectory]:
     """A new trajectory for a call on ``instance``, current inside the block; it forwards to the
     caller's when the caller opened :meth:`Trajectory.nested` for this very round."""
     parent = _OPEN.get()
     parent = parent if parent is not None and parent.instance is instance else None
     sub = parent is None and _CURRENT.get() is not None  # inside another call, not forwarding: a sub-problem (lns)
-    rec = Trajectory(instance, start=start, listener=listener, logger=None if sub else logger, parent=parent)
+    rec = Trajectory(instance, start=start, listener=listener, logger=None if sub else logger, parent=parent, incumbent=incumbent)
     if sub:  # nobody reads its events: it records its result only (and CP-SAT runs without a callback)
         rec.mute()
     t_open, t_cur = _OPEN.set(None), _CURRENT.set(rec)

@@ -5,7 +5,9 @@ status, solver, method, time, stats) goes to stdout, or to ``-o FILE`` (``.json.
 compresses); a one-line summary goes to stderr. Exit status 0, 2 on bad input, and 3 when the
 independent checker refuses what a solver returned (a bug in that solver: nothing is written).
 ``-v`` prints each incumbent and bound on stderr as they come; ``--solver-log`` sends the
-solver's own search log (CP-SAT's, SCIP's, CBC's) to stderr.
+solver's own search log (CP-SAT's, SCIP's, CBC's) to stderr. ``--write-first`` writes the
+method's first incumbent to ``-o`` as soon as it exists (checked by the independent checker),
+for a long solve of a large round; the final schedule replaces it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.io import load_instance, load_schedule, write_json
-from optsched.result import gap
+from optsched.model import Instance
+from optsched.result import Result, Status, gap
+from optsched.schedule import Schedule
 from optsched.solve import SolverBug, _resolve, solve_round
 
 
@@ -35,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="solver option (VALUE parsed as JSON when it can be, else a string); repeatable")
     p.add_argument("-o", "--out", metavar="SCHEDULE.json", help="write the schedule here instead of stdout")
     p.add_argument("-v", "--verbose", action="store_true", help="print each incumbent and bound on stderr as they come")
+    p.add_argument("--write-first", action="store_true",
+                   help="with -o: write the first incumbent that the method records with its schedule (partitioned: as its "
+                        "first parts answer) to the output file as soon as it exists, checked by the independent checker; "
+                        "the final schedule replaces it")
     p.add_argument("--solver-log", action="store_true",
                    help="the solver's own search log on stderr (cpsat, scip, cbc, pulp; auto when it runs CP-SAT)")
 
@@ -54,7 +64,13 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.write_first and not args.out:
+        raise InputError("--write-first", True, "needs -o FILE: the file the first incumbent is written to")
+    t0 = time.perf_counter()
     instance = load_instance(args.instance)
+    if args.verbose:
+        print(f"optsched: read {args.instance} in {time.perf_counter() - t0:.2f}s ({len(instance.nodes):,} nodes, "
+              f"{len(instance.jobs):,} jobs)", file=sys.stderr, flush=True)
     hint = None
     if args.hint:
         try:
@@ -69,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
             options["log"], log = True, _stdout_to_stderr()
         else:
             print(f"optsched: {name} has no search log of its own (--solver-log ignored; -v shows its progress)", file=sys.stderr)
+    first = _FirstWriter(instance, args.out, _resolve(instance, args.method, args.solver, args.time_limit)[0], args.verbose) \
+        if args.write_first else None
     try:
         with log:
             result = solve_round(instance, args.method, solver=args.solver, time_limit=args.time_limit, seed=args.seed,
-                                 hint=hint, progress=_print_progress if args.verbose else None, **options)
+                                 hint=hint, progress=_print_progress if args.verbose else None, incumbent=first, **options)
     except SolverBug as e:
         print(f"optsched: solver bug (please report it): {e}", file=sys.stderr)
         return 3
@@ -96,6 +114,32 @@ def _print_progress(t_s: float, objective: float | None, bound: float | None) ->
     fmt = lambda x: "-" if x is None else f"{x:.6g}"  # noqa: E731
     print(f"optsched: {t_s:8.3f}s incumbent={fmt(objective)} bound={fmt(bound)} gap={'-' if g is None else f'{100 * g:.3f}%'}",
           file=sys.stderr, flush=True)
+
+
+class _FirstWriter:
+    """``solve_round``'s ``incumbent`` callback for ``--write-first``: the first incumbent, checked
+    by the independent checker, written to ``path`` as a schedule JSON (``status`` feasible,
+    ``stats.first_incumbent`` true, ``time_s`` the solve's seconds when it was recorded); later
+    ones are not built."""
+
+    def __init__(self, instance: Instance, path: str, info: Any, verbose: bool) -> None:
+        self.instance, self.path, self.info, self.verbose = instance, path, info, verbose
+        self.written = False
+
+    def __call__(self, t_s: float, objective: float, schedule: Callable[[], Schedule]) -> None:
+        if self.written:
+            return
+        t0 = time.perf_counter()
+        sched = schedule()
+        report = check_schedule(self.instance, sched)
+        if report:
+            raise SolverBug(f"{self.info.name} recorded an infeasible incumbent for {self.instance.name}: {report[:3]}")
+        result = Result(sched, Status.FEASIBLE, report.objective, None, self.info.name, self.info.family, t_s, {"first_incumbent": True})
+        write_json(result.to_dict(), self.path)
+        self.written = True
+        if self.verbose:
+            print(f"optsched: {t_s:8.3f}s first incumbent worth {report.objective:.6g} ({len(sched)} jobs) checked and written to "
+                  f"{self.path} in {time.perf_counter() - t0:.2f}s", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

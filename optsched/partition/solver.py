@@ -9,7 +9,10 @@
    process pool by default, or Ray), each with a budget of CP-SAT *deterministic* seconds. A part
    whose time left (to the pass's deadline) is below its set-up cost (lns's starts and prices,
    :data:`~optsched.partition.exchange.SETUP_S_PER_JOB` per job) answers at once with its
-   fungible-greedy schedule (``stats["greedy_parts"]``).
+   fungible-greedy schedule (``stats["greedy_parts"]``). A part's task is encoded when a worker
+   is free for it, and as the parts answer, the union of their schedules is recorded as the
+   incumbent (with its schedule, for ``solve_round``'s ``incumbent`` callback), unless a job is
+   pinned.
 3. **Price re-balancing** and **pass 2** (``passes >= 2``): each part also reports the prices of
    its resources; jobs its schedule left out are offered to the parts where their reduced profit
    at those prices is highest (:func:`~optsched.partition.prices.rebalance`), and every part is
@@ -33,12 +36,13 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from optsched.errors import InputError
 from optsched.model import Instance
 from optsched.parallel import get_backend
-from optsched.partition.exchange import SETUP_S_PER_JOB, PartAnswer, assignment, encode_part, solve_part
+from optsched.partition.exchange import SETUP_S_PER_JOB, PartAnswer, PartTask, assignment, encode_part, solve_part
 from optsched.partition.options import PartitionedOptions
 from optsched.partition.prices import moved_in, rebalance
 from optsched.partition.repair import repair_across
@@ -46,7 +50,7 @@ from optsched.partition.split import Partition, draw_partition
 from optsched.result import Result, Status
 from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
-from optsched.trajectory import current, recorded
+from optsched.trajectory import Trajectory, current, recorded
 from optsched.values import schedule_value
 
 __all__ = ["PartitionedSolver"]
@@ -175,6 +179,7 @@ class PartitionedSolver:
                                  "pass_objectives": [], "pass_s": [], "moved": []}
         stats["prep_s"] = time.perf_counter() - start
         offered, schedules = _warm(instance, partition, hint)
+        progressive = _Union(instance, rec) if not any(j.pinned for j in instance.jobs) else None
         prices: list[dict[str, tuple[float, float, float]]] | None = None
         elapsed_share = 0.0
         for p in range(passes):
@@ -193,7 +198,8 @@ class PartitionedSolver:
             # how a part is solved does not depend on the load unless its deadline cuts in
             share = planned * shares[p]
             answers, encode_s = self._pass(instance, partition, offered, schedules, backend, seed=seed + 7919 * p, work=budgets[p],
-                                           deadline=deadline, share=share, sub_time=opts["sub_time"], want_prices=p + 1 < passes)
+                                           deadline=deadline, share=share, sub_time=opts["sub_time"], want_prices=p + 1 < passes,
+                                           on_answer=progressive if p == 0 else None)
             stats["encode_s"] = stats.get("encode_s", 0.0) + encode_s
             schedules = [Schedule(instance.name, {j: assignment(a) for j, a in ans.jobs}) for ans in answers]
             prices = [dict(a.prices) if a.prices is not None else {} for a in answers]
@@ -228,25 +234,55 @@ class PartitionedSolver:
     @staticmethod
     def _pass(instance: Instance, partition: Partition, offered: list[list[str]], schedules: list[Schedule], backend: Any, *,
               seed: int, work: float, deadline: float, share: float, sub_time: float,
-              want_prices: bool) -> tuple[list[PartAnswer], float]:
+              want_prices: bool, on_answer: Callable[[PartAnswer], None] | None = None) -> tuple[list[PartAnswer], float]:
         """One pass: every part's task, answered by the backend, taken in part order; and the
-        seconds spent encoding the tasks."""
-        t0 = time.perf_counter()
-        tasks = []
-        for q in range(partition.parts):
-            nodes = [instance.node(n) for n in partition.nodes[q]]
-            held = set(partition.nodes[q])
-            jobs = []
-            for j in sorted(offered[q], key=instance.job_idx):
-                job = instance.job(j)
-                if job.placement is not None and not set(job.placement) <= held:
-                    job = moved_in(instance, job)
-                jobs.append(job)
-            hint = schedules[q] if schedules[q].jobs else None
-            tasks.append(encode_part(instance, q, nodes, jobs, hint, seed=seed + q, work=work, deadline=deadline,
-                                     share=share, sub_time=sub_time, prices=want_prices))
-        encode_s = time.perf_counter() - t0
-        answers = sorted(backend.imap_unordered(solve_part, tasks), key=lambda a: a.index)
+        seconds spent encoding the tasks. A task is encoded when the backend takes it (the first
+        parts start while the others are encoded); ``on_answer`` sees each answer as it comes."""
+        encode_s = 0.0
+
+        def tasks() -> Iterator[PartTask]:
+            nonlocal encode_s
+            for q in range(partition.parts):
+                t0 = time.perf_counter()
+                nodes = [instance.node(n) for n in partition.nodes[q]]
+                held = set(partition.nodes[q])
+                jobs = []
+                for j in sorted(offered[q], key=instance.job_idx):
+                    job = instance.job(j)
+                    if job.placement is not None and not set(job.placement) <= held:
+                        job = moved_in(instance, job)
+                    jobs.append(job)
+                hint = schedules[q] if schedules[q].jobs else None
+                task = encode_part(instance, q, nodes, jobs, hint, seed=seed + q, work=work, deadline=deadline,
+                                   share=share, sub_time=sub_time, prices=want_prices)
+                encode_s += time.perf_counter() - t0
+                yield task
+
+        answers = []
+        for answer in backend.imap_unordered(solve_part, tasks()):
+            answers.append(answer)
+            if on_answer is not None:
+                on_answer(answer)
+        answers.sort(key=lambda a: a.index)
         if [a.index for a in answers] != list(range(partition.parts)):
             raise RuntimeError(f"partitioned: the backend answered parts {[a.index for a in answers]} of {partition.parts}")
         return answers, encode_s
+
+
+class _Union:
+    """Pass 1's schedule so far: the union of the parts answered (disjoint nodes, disjoint jobs:
+    feasible, and worth the sum of the parts' worths), recorded as the incumbent with each answer,
+    its schedule built only when a listener asks. Not used when a job is pinned (a part not yet
+    answered would lack its pinned jobs)."""
+
+    def __init__(self, instance: Instance, rec: Trajectory) -> None:
+        self.instance, self.rec = instance, rec
+        self.answers: list[PartAnswer] = []
+        self.value = 0.0
+
+    def __call__(self, answer: PartAnswer) -> None:
+        self.answers.append(answer)
+        self.value += answer.objective
+        if answer.jobs:
+            got = tuple(self.answers)
+            self.rec.record(self.value, schedule=lambda: Schedule(self.instance.name, {j: assignment(a) for ans in got for j, a in ans.jobs}))
