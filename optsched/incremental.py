@@ -44,6 +44,7 @@ from optsched.errors import InputError, safe_text
 from optsched.exact.hint import greedy_schedule
 from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import FungibleGreedy, fungible_greedy_schedule
+from optsched.incremental_bound import pinned_worth_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
 from optsched.registry import get_method
@@ -135,7 +136,7 @@ def _staying_value(instance: Instance, job: Any) -> float | None:
 FIT_CACHE_SIZE = 4096
 
 
-def _best_values(instance: Instance, cache: dict[tuple[Any, ...], float] | None = None) -> list[float]:
+def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> list[float]:
     """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
     allowed GPU types; :func:`_best_value` where that would be slower than it is worth).
     ``cache`` (fit factors keyed by everything they depend on: the type's nodes, the job's
@@ -210,57 +211,23 @@ def _knapsack(items: list[tuple[float, int]], capacity: int) -> float:
     return total
 
 
-def _node_choice(items: list[list[tuple[int, float]]], capacity: int) -> float:
-    """The multiple-choice knapsack's optimum: each item picks one (weight, value) option and the
-    weights fit in ``capacity`` (dynamic programme over the integer capacity; none needed when
-    every item's most valuable option fits together)."""
-    best = [max(options, key=lambda wv: (wv[1], -wv[0])) for options in items]
-    if sum(w for w, _ in best) <= capacity:
-        return sum(v for _, v in best)
-    dp = np.zeros(capacity + 1)
-    for options in items:
-        new = np.full(capacity + 1, -np.inf)
-        for w, v in options:
-            if w <= capacity:
-                np.maximum(new[w:], dp[: capacity + 1 - w] + v, out=new[w:])
-        dp = new
-    return float(dp.max())
-
-
-def _pinned_bound(instance: Instance, values: list[float]) -> float:
+def _pinned_bound(instance: Instance, values: list[float], cache: dict[tuple[Any, ...], Any] | None = None) -> float:
     """The knapsack bound with pinned jobs where they run: a pinned job (``preemptible`` false,
-    running) keeps its GPUs, so the other jobs share the GPUs left; the pinned jobs that run on
-    one node share its cores and memory (the best of their grid points that fit, over cores
-    alone and over memory alone: each a relaxation, so the smaller is a bound)."""
-    per_node: dict[str, list[Any]] = {}
-    others: list[tuple[float, int]] = []
-    total = 0.0
-    held = 0
-    for j, v in zip(instance.jobs, values, strict=True):
-        if not (j.pinned and j.placement):
-            others.append((v, j.gpus))
-            continue
-        held += j.gpus
-        if len(j.placement) == 1:
-            per_node.setdefault(next(iter(j.placement)), []).append(j)
-        else:
-            total += v
-    for node_id, jobs in per_node.items():
-        node = instance.node(node_id)
-        speed = [j.speed(node.gpu_type) or 0.0 for j in jobs]
-        f = [j.weight * s / j.demand_throughput for j, s in zip(jobs, speed, strict=True)]
-        cores = [[(j.gpus * c, fj * max(j.profile.throughput[a])) for a, c in enumerate(j.profile.cpus_per_gpu)] for j, fj in zip(jobs, f, strict=True)]
-        mem = [[(j.gpus * m, fj * max(row[b] for row in j.profile.throughput)) for b, m in enumerate(j.profile.mem_per_gpu_gb)]
-               for j, fj in zip(jobs, f, strict=True)]
-        best = min(_node_choice(cores, node.cpus), _node_choice(mem, node.mem_gb))
-        total += best if math.isfinite(best) else sum(_best_value(j) for j in jobs)
+    running) keeps its GPUs, so the other jobs share the GPUs left, and the pinned jobs' own worth
+    is bounded by the best choice of their grid points that fits their nodes' cores and memory
+    together (:func:`~optsched.incremental_bound.pinned_worth_bound`; each job's ``values`` where
+    that is not defined)."""
+    pinned, held = pinned_worth_bound(instance, cache)
+    if not math.isfinite(pinned):
+        pinned = sum(v for j, v in zip(instance.jobs, values, strict=True) if j.pinned)
+    others = [(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True) if not j.pinned]
     types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
     free = sum(n.gpus for n in instance.nodes if n.gpu_type in types) - held
-    return total + _knapsack(others, free)
+    return pinned + _knapsack(others, free)
 
 
 def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None,
-                       cache: dict[tuple[Any, ...], float] | None = None) -> float:
+                       cache: dict[tuple[Any, ...], Any] | None = None) -> float:
     """A proven upper bound on the round's optimum: the 0/1 knapsack of the jobs' best values
     (:func:`_best_values`; for running jobs, :func:`_restart_values`) into the GPUs of the types
     some job may use (its fractional relaxation beyond :data:`KNAPSACK_CELLS`), or, where running
@@ -285,7 +252,7 @@ def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None,
         values = _restart_values(instance, values)
         total = min(total, _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity))
     if (good_enough is None or total > good_enough) and any(j.pinned for j in instance.jobs):
-        total = min(total, _pinned_bound(instance, values))
+        total = min(total, _pinned_bound(instance, values, cache))
     return total * (1 + 1e-9) + 1e-9
 
 
@@ -398,7 +365,7 @@ class RoundSolver:
         self.reuse = bool(reuse)
         self.options = dict(options or {})
         self.state = state
-        self._fit_cache: dict[tuple[Any, ...], float] = {}  # fit factors, between rounds (bounded)
+        self._fit_cache: dict[tuple[Any, ...], Any] = {}  # fit factors and pinned jobs' points, between rounds (bounded)
 
     def reset(self) -> None:
         """Forget the previous round."""

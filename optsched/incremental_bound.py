@@ -1,0 +1,216 @@
+"""The most the pinned jobs of a round can be worth together: an exact bound over their grid points.
+
+A pinned job (``preemptible`` false and running) keeps its nodes and GPU counts, so all that is
+left to choose is its grid point ``(c, m)``, one point for all its GPUs on every node it spans,
+and its worth there is known exactly (no restart, the spread of the nodes it holds). The pinned
+jobs share each node's cores and memory. Nodes linked by a pinned gang that spans them form a
+*component*; components share nothing, so the pinned jobs' best total is the sum over components
+of each one's optimum:
+
+    P(K) = max  sum_{j in K} f_j(p_j)
+           s.t. sum_{j on n} g_jn c(p_j) <= C_n,  sum_{j on n} g_jn m(p_j) <= M_n   (each node n of K)
+
+solved here exactly: for each node a dynamic programme over its (cores, memory) left gives the
+best worth of the jobs pinned on it alone as a table ``V_n[c, m]``, and the points of the gangs
+that link the nodes are enumerated together (``max_p sum_j f_j(p_j) + sum_n V_n[room left]``).
+Two relaxations keep it cheap and keep it a bound: a node's cores or memory beyond
+:data:`TABLE_CELLS` cells per axis are counted in units of ``u`` GB (each job's use rounded down,
+the capacity too: ``sum floor(a_i / u) <= floor(sum a_i / u) <= floor(C / u)``, so every feasible
+choice stays feasible), and where the gangs' joint points would exceed :data:`ENUM_LIMIT` the
+least valuable gangs are cut into one independent copy per node, each worth its share
+``g_jn / g_j`` of the gang's worth at the point it picks (a feasible choice gives every copy the
+gang's point, so the cut problem's optimum is at least the real one).
+
+Used by :func:`optsched.incremental.gpu_knapsack_bound`; ``formulations/incremental.md`` states
+why the sum with the unpinned jobs' knapsack stays an upper bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from optsched.model import Instance, Job
+from optsched.values import spread_multiplier
+
+__all__ = ["ENUM_LIMIT", "TABLE_CELLS", "pinned_worth_bound"]
+
+#: most joint grid points of the gangs of one component that are enumerated (beyond: gangs are cut)
+ENUM_LIMIT = 20_000
+#: most cells per axis of a node's (cores, memory) table (beyond: counted in coarser units)
+TABLE_CELLS = 600
+
+
+def _points(instance: Instance, job: Job, nodes: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A pinned job's useful grid points as (cores per GPU, GB per GPU, throughput): those that
+    fit each of its ``nodes`` (index -> GPUs) alone (in a fair round, at least as fast as the
+    demand), less any that needs no less of either resource and is no faster than another."""
+    prof = job.profile
+    c = np.repeat(np.asarray(prof.cpus_per_gpu, dtype=np.int64), len(prof.mem_per_gpu_gb))
+    m = np.tile(np.asarray(prof.mem_per_gpu_gb, dtype=np.int64), len(prof.cpus_per_gpu))
+    thr = np.asarray(prof.throughput, dtype=np.float64).ravel()
+    keep = thr > 0
+    if instance.round.fair:
+        keep &= thr >= job.demand_throughput * (1 - 1e-12)
+    for i, k in nodes.items():
+        keep &= (c * k <= instance.nodes[i].cpus) & (m * k <= instance.nodes[i].mem_gb)
+    c, m, thr = c[keep], m[keep], thr[keep]
+    dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
+                 & ((c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])))
+    keep = ~dominated.any(axis=1)
+    out = c[keep], m[keep], thr[keep]
+    for a in out:  # shared between rounds through the cache
+        a.setflags(write=False)
+    return out
+
+
+class _Pinned:
+    """One pinned job's choices: its nodes (index -> GPUs) and, per useful grid point
+    (:func:`_points`), its cores and GB per GPU and its worth there."""
+
+    __slots__ = ("c", "f", "gpus", "m", "nodes")
+
+    def __init__(self, nodes: dict[int, int], points: tuple[np.ndarray, np.ndarray, np.ndarray], factor: float) -> None:
+        self.nodes = nodes
+        self.gpus = sum(nodes.values())
+        self.c, self.m, thr = points
+        self.f = factor * thr
+
+
+def _factor(instance: Instance, job: Job) -> float:
+    """A pinned job's worth per unit of throughput where it runs (weight, speed, spread, demand)."""
+    t = instance.node(next(iter(job.placement or {}))).gpu_type
+    return job.weight * (job.speed(t) or 0.0) * spread_multiplier(instance, job, t, len(job.placement or {})) / job.demand_throughput
+
+
+def _components(placements: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The pinned jobs (each by its nodes) grouped by the components of nodes they link (union-find)."""
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for nodes in placements:
+        first, *rest = nodes
+        for n in rest:
+            parent[root(n)] = root(first)
+    groups: dict[int, list[int]] = {}
+    for i, nodes in enumerate(placements):
+        groups.setdefault(root(nodes[0]), []).append(i)
+    return list(groups.values())
+
+
+def _node_table(cpus: int, mem: int, units: tuple[int, int], items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """``V[c, m]``: the most ``items`` (per item its options' cores, GB and worth; one option each)
+    are worth within ``c`` units of cores and ``m`` of memory (``-inf`` where they do not fit)."""
+    uc, um = units
+    cc, mm = cpus // uc, mem // um
+    dp = np.zeros((cc + 1, mm + 1))
+    for wc, wm, f in items:
+        new = np.full_like(dp, -np.inf)
+        for a, b, v in zip((wc // uc).tolist(), (wm // um).tolist(), f.tolist(), strict=True):
+            if a <= cc and b <= mm:
+                np.maximum(new[a:, b:], dp[: cc + 1 - a, : mm + 1 - b] + v, out=new[a:, b:])
+        dp = new
+    return dp
+
+
+def _component_bound(instance: Instance, jobs: Sequence[_Pinned]) -> float:
+    """``P(K)`` of the module text for one component's pinned jobs (an upper bound on it where a
+    node's table is coarsened or gangs are cut)."""
+    nodes = sorted({n for p in jobs for n in p.nodes})
+    if any(not p.f.size for p in jobs):
+        return math.inf  # a job with no point that fits: the caller falls back to a looser bound
+    best = [int(np.argmax(p.f)) for p in jobs]
+    use_c = dict.fromkeys(nodes, 0)
+    use_m = dict.fromkeys(nodes, 0)
+    for p, b in zip(jobs, best, strict=True):
+        for n, k in p.nodes.items():
+            use_c[n] += k * int(p.c[b])
+            use_m[n] += k * int(p.m[b])
+    if all(use_c[n] <= instance.nodes[n].cpus and use_m[n] <= instance.nodes[n].mem_gb for n in nodes):
+        return float(sum(p.f[b] for p, b in zip(jobs, best, strict=True)))  # every job's best point fits: no choice to make
+    gangs = sorted((p for p in jobs if len(p.nodes) > 1), key=lambda p: -float(p.f.max()))
+    joint = 1
+    kept: list[_Pinned] = []
+    for g in gangs:  # the most valuable gangs are enumerated, the rest are cut into per-node copies
+        if joint * g.f.size <= ENUM_LIMIT:
+            kept.append(g)
+            joint *= g.f.size
+    singles: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {n: [] for n in nodes}
+    for p in jobs:
+        if any(p is g for g in kept):
+            continue
+        for n, k in p.nodes.items():
+            singles[n].append((k * p.c, k * p.m, p.f * (k / p.gpus)))
+    total = np.zeros([g.f.size for g in kept] or [1])
+    axes = len(kept)
+
+    def along(i: int, values: np.ndarray) -> np.ndarray:
+        shape = [1] * axes
+        shape[i] = values.size
+        return values.reshape(shape)
+
+    for i, g in enumerate(kept):
+        total = total + along(i, g.f)
+    for n in nodes:
+        node = instance.nodes[n]
+        units = (max(1, -(-node.cpus // TABLE_CELLS)), max(1, -(-node.mem_gb // TABLE_CELLS)))
+        table = _node_table(node.cpus, node.mem_gb, units, singles[n])
+        left_c = np.full([1] * max(axes, 1), node.cpus, dtype=np.int64)
+        left_m = np.full([1] * max(axes, 1), node.mem_gb, dtype=np.int64)
+        for i, g in enumerate(kept):
+            if n in g.nodes:
+                left_c = left_c - along(i, g.nodes[n] * g.c)
+                left_m = left_m - along(i, g.nodes[n] * g.m)
+        ok = (left_c >= 0) & (left_m >= 0)
+        worth = table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]]
+        total = total + np.where(ok, worth, -np.inf)
+    out = float(total.max())
+    return out if math.isfinite(out) else math.inf
+
+
+def _pinned(instance: Instance, job: Job, factor: float, cache: dict[tuple[Any, ...], Any] | None) -> _Pinned:
+    """``job``'s choices, its useful points taken from ``cache`` where the same profile was
+    pinned on nodes of the same size before (they do not depend on its weight)."""
+    nodes = {instance.node_idx(n): k for n, k in (job.placement or {}).items()}
+    fair = instance.round.fair
+    key = ("pinned-points", job.profile, tuple((k, instance.nodes[i].cpus, instance.nodes[i].mem_gb) for i, k in nodes.items()), fair,
+           job.demand_throughput if fair else None)
+    points = None if cache is None else cache.get(key)
+    if points is None:
+        points = _points(instance, job, nodes)
+        if cache is not None:
+            cache[key] = points
+    return _Pinned(nodes, points, factor)
+
+
+def pinned_worth_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> tuple[float, int]:
+    """An upper bound on the total worth of the round's pinned jobs in any feasible schedule (the
+    module text; ``inf`` where some pinned job has no grid point that fits its nodes), and the
+    GPUs they hold. ``cache`` keeps each component's value between rounds, keyed by everything it
+    depends on (its nodes' cores and memory, and each job's profile, placement and worth factor),
+    and each pinned job's useful points (:func:`_points`)."""
+    pinned = [j for j in instance.jobs if j.pinned]
+    factors = [_factor(instance, j) for j in pinned]
+    fair = instance.round.fair
+    total = 0.0
+    for comp in _components([[instance.node_idx(n) for n in j.placement or {}] for j in pinned]):
+        jobs = [(pinned[i].profile, tuple(sorted((pinned[i].placement or {}).items())), factors[i],
+                 pinned[i].demand_throughput if fair else None) for i in comp]
+        nodes = sorted({instance.node_idx(n) for i in comp for n in pinned[i].placement or {}})
+        key = ("pinned-component", fair, tuple((instance.nodes[n].id, instance.nodes[n].cpus, instance.nodes[n].mem_gb) for n in nodes),
+               tuple(sorted(jobs, key=lambda k: (k[1], k[2]))))
+        value = None if cache is None else cache.get(key)
+        if value is None:
+            value = _component_bound(instance, [_pinned(instance, pinned[i], factors[i], cache) for i in comp])
+            if cache is not None:
+                cache[key] = value
+        total += value
+    return total, sum(j.gpus for j in pinned)

@@ -1,0 +1,139 @@
+"""The pinned jobs' worth bound (optsched.incremental_bound) and the round-chain bound built on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from optsched import incremental_bound
+from optsched.gen import generate
+from optsched.incremental import RoundSolver, gpu_knapsack_bound
+from optsched.incremental_bound import pinned_worth_bound
+from optsched.model import Instance
+from optsched.solve import solve_round
+from optsched.values import assignment_value
+
+FAST = {"num_workers": 1}
+
+
+def _pinned_round(seed: int, waiting: int = 2, all_pinned: bool = False) -> Instance:
+    """A small round on 3 tight nodes (4 GPUs, few cores and GB) where most running jobs are
+    pinned, some of them gangs split over two nodes, plus ``waiting`` new jobs and (unless
+    ``all_pinned``) a preemptible running one that pays a restart when it moves."""
+    rng = np.random.default_rng(seed)
+    d = generate(nodes=3, jobs=7 + waiting, seed=seed, gpus_per_node=4, cpus_per_node=int(rng.integers(8, 17)),
+                 mem_per_node_gb=int(rng.integers(60, 140)), job_sizes={1: 0.5, 2: 0.3, 4: 0.2}, grid="coarse").to_dict()
+    free = {n["id"]: [n["gpus"], n["cpus"], n["mem_gb"]] for n in d["nodes"]}
+    ids = list(free)
+    for i, j in enumerate(d["jobs"][: len(d["jobs"]) - waiting]):
+        c0, m0 = j["profile"]["cpus_per_gpu"][0], j["profile"]["mem_per_gpu_gb"][0]
+        order = [ids[k] for k in rng.permutation(len(ids))]
+        split = j["gpus"] > 1 and rng.random() < 0.6
+        place: dict[str, int] = {}
+        left = j["gpus"]
+        for nid in order:
+            take = min(left, free[nid][0], free[nid][1] // c0, free[nid][2] // m0, max(1, left // 2) if split and not place else left)
+            if take > 0:
+                place[nid] = take
+                left -= take
+            if not left:
+                break
+        if left:
+            continue
+        for nid, k in place.items():
+            free[nid][0] -= k
+            free[nid][1] -= k * c0
+            free[nid][2] -= k * m0
+        j["placement"] = place
+        j["preemptible"] = i == 0 and not all_pinned
+        j["restart_s"] = 0.3 * d["round"]["duration_s"]
+    return Instance.from_dict(d)
+
+
+def _optimum(inst: Instance):
+    res = solve_round(inst, solver="cpsat", time_limit=20.0, **FAST)
+    assert res.status.value == "optimal"
+    return res
+
+
+def _pinned_worth(inst: Instance, schedule) -> float:
+    return sum(assignment_value(inst, j, schedule.jobs[j.id]) for j in inst.jobs if j.pinned)
+
+
+def test_the_random_rounds_have_pinned_gangs_split_over_nodes():
+    """The rounds below exercise what the bound couples: most have a pinned gang on two nodes."""
+    split = [any(j.pinned and len(j.placement) > 1 for j in _pinned_round(seed).jobs) for seed in range(16)]
+    assert sum(split) >= 8
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_bound_with_pinned_gangs_is_at_least_the_proven_optimum(seed, monkeypatch):
+    """On small rounds with pinned gangs split over nodes, pinned single jobs, a preemptible
+    running job and waiting jobs that compete with them for cores and memory: the round bound is
+    never below CP-SAT's proven optimum, and the pinned jobs' bound never below their worth in it;
+    nor are they with the two relaxations (coarse node tables, gangs cut into per-node copies)
+    forced on."""
+    inst = _pinned_round(seed)
+    res = _optimum(inst)
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+    assert pinned_worth_bound(inst)[0] >= _pinned_worth(inst, res.schedule) - 1e-9
+    monkeypatch.setattr(incremental_bound, "ENUM_LIMIT", 1)
+    monkeypatch.setattr(incremental_bound, "TABLE_CELLS", 5)
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+    assert pinned_worth_bound(inst)[0] >= _pinned_worth(inst, res.schedule) - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_with_every_job_pinned_the_bound_is_the_optimum(seed):
+    """When every job is pinned the bound is exact: the best choice of grid points over each
+    component of nodes that pinned gangs link equals CP-SAT's proven optimum."""
+    inst = _pinned_round(seed, waiting=0, all_pinned=True)
+    inst = Instance.from_dict({**inst.to_dict(), "jobs": [j.to_dict() for j in inst.jobs if j.pinned]})
+    res = _optimum(inst)
+    assert pinned_worth_bound(inst)[0] == pytest.approx(res.objective, rel=1e-9, abs=1e-9)
+
+
+def _gang_and_single() -> Instance:
+    """Two 8-GPU nodes with 100 GB each; a 4-GPU gang pinned 2 + 2 over both and a 1-GPU job
+    pinned on the first: at 40 GB per GPU both cannot have their fast point on the first node.
+    A third node is empty."""
+    prof = {"cpus_per_gpu": [2], "mem_per_gpu_gb": [10, 40], "throughput": [[1.0, 2.0]]}
+    job = {"profile": prof, "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10}, "preemptible": False}
+    return Instance.from_dict({
+        "version": 2, "name": "gang-and-single", "round": {"duration_s": 300},
+        "nodes": [{"id": f"n{i}", "gpu_type": "V100", "gpus": 8, "cpus": 48, "mem_gb": 100} for i in range(3)],
+        "jobs": [{**job, "id": "gang", "gpus": 4, "weight": 1.0, "placement": {"n0": 2, "n1": 2}},
+                 {**job, "id": "single", "gpus": 1, "weight": 0.5, "placement": {"n0": 1}}]})
+
+
+def test_the_bound_couples_a_gang_s_grid_point_across_its_nodes():
+    """The gang's point is one on both of its nodes, so on the first node either it or the
+    single job gives up its fast point: the bound is the optimum (the gang fast, the single job
+    slow: 2 + 0.5), where bounding each node alone counted both fast (2 + 1)."""
+    inst = _gang_and_single()
+    res = _optimum(inst)
+    assert res.objective == pytest.approx(2.5)
+    assert gpu_knapsack_bound(inst) == pytest.approx(res.objective, rel=1e-6)
+
+
+def test_a_round_chain_ends_a_round_of_pinned_jobs_without_a_search():
+    """A job arrives on the empty node: the carried-over schedule is optimal and the bound proves
+    it, so the round is ``carried`` (no search)."""
+    inst = _gang_and_single()
+    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
+    chain.solve(inst)
+    d = inst.to_dict()
+    d["jobs"].append({"id": "new", "gpus": 8, "profile": d["jobs"][0]["profile"], "demand": d["jobs"][0]["demand"]})
+    nxt = Instance.from_dict(d)
+    res = chain.solve(nxt)
+    assert res.stats["incremental"] == "carried"
+    assert res.objective == pytest.approx(_optimum(nxt).objective)
+
+
+def test_the_component_value_is_cached_between_rounds():
+    """A cache shared between rounds gives each round the bound it gets without one."""
+    cache: dict = {}
+    for seed in (0, 1, 0):
+        inst = _pinned_round(seed)
+        assert pinned_worth_bound(inst, cache) == pinned_worth_bound(inst)
+    assert any(k[0] == "pinned-component" for k in cache)
