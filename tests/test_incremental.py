@@ -218,6 +218,51 @@ def test_state_is_one_round_and_round_trips():
         RoundState.from_dict({"key": "k", "result": {"jobs": {}}})
 
 
+def test_the_digest_is_computed_only_where_a_round_may_repeat_the_last(monkeypatch):
+    """A round whose jobs or nodes differ from the last one's is solved without its digest; the
+    state's key is computed when asked for, and equals the digest of the round it answered."""
+    import optsched.incremental as incremental
+
+    calls = []
+    monkeypatch.setattr(incremental, "round_key", lambda inst: calls.append(inst.name) or round_key(inst))
+    inst = generate(nodes=3, jobs=8, seed=5)
+    d = inst.to_dict()
+    d["jobs"] = d["jobs"][:-1]
+    fewer = Instance.from_dict(d)
+    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
+    chain.solve(inst)
+    chain.solve(fewer)
+    assert calls == []
+    assert chain.state.key == round_key(fewer) and calls == [fewer.name]
+    calls.clear()
+    assert chain.solve(_renamed(fewer, "again")).stats["incremental"] == "reused"
+    assert calls == ["again"]
+    off = RoundSolver("cpsat", time_limit=1.0, reuse=False, options=FAST)
+    off.solve(inst)
+    assert off.state.key == ""
+
+
+def test_a_searched_round_gives_cpsat_the_greedy_starts_it_built(monkeypatch):
+    """The greedy starts of a round's best responses go to cpsat (option ``greedy_starts``), which
+    then builds none of its own: one build per round."""
+    import optsched.exact.core as core
+    import optsched.incremental as incremental
+
+    built = []
+    real = core.greedy_starts
+    monkeypatch.setattr(core, "greedy_starts", lambda *a, **k: built.append("cpsat") or real(*a, **k))
+    monkeypatch.setattr(incremental, "greedy_starts", lambda *a, **k: built.append("chain") or real(*a, **k))
+    chain = RoundSolver("cpsat", time_limit=0.5, gap_target=0.0, options=FAST)
+    inst = generate(nodes=3, jobs=12, seed=7)
+    chain.solve(inst)
+    d = inst.to_dict()
+    d["jobs"] = d["jobs"][1:]
+    built.clear()
+    res = chain.solve(Instance.from_dict(d))
+    assert res.stats["incremental"] == "searched"
+    assert built == ["chain"]
+
+
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(InputError, match="solver"):
         RoundSolver("fungible-greedy")
