@@ -263,6 +263,33 @@ def test_a_searched_round_gives_cpsat_the_greedy_starts_it_built(monkeypatch):
     assert built == ["chain"]
 
 
+def _staying_reference(instance, job):
+    """The staying value as array operations (what :func:`optsched.incremental._staying_value` computes)."""
+    nodes = [instance.node(n) for n in job.placement]
+    k = np.array(list(job.placement.values()))
+    c, m = np.asarray(job.profile.cpus_per_gpu), np.asarray(job.profile.mem_per_gpu_gb)
+    fits_c = (c[:, None] * k[None, :] <= np.array([n.cpus for n in nodes])[None, :]).all(axis=1)
+    fits_m = (m[:, None] * k[None, :] <= np.array([n.mem_gb for n in nodes])[None, :]).all(axis=1)
+    thr = np.asarray(job.profile.throughput, dtype=np.float64)
+    if instance.round.fair:
+        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
+    thr = np.where(fits_c[:, None] & fits_m[None, :], thr, 0.0)
+    base = instance.spread_base(nodes[0].gpu_type, job.gpus)
+    return job.speed(nodes[0].gpu_type) * float(thr.max()) * job.spread_factor ** (len(job.placement) - base)
+
+
+@pytest.mark.parametrize("fair", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_staying_value_is_the_array_formula_exactly(seed, fair):
+    from optsched.incremental import _staying_value
+
+    inst = generate(nodes=6, jobs=30, seed=seed, running_fraction=0.6, fair=fair, cpus_per_node=24, mem_per_node_gb=200)
+    running = [j for j in inst.jobs if j.placement]
+    assert running
+    for j in running:
+        assert _staying_value(inst, j) == _staying_reference(inst, j)
+
+
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(InputError, match="solver"):
         RoundSolver("fungible-greedy")
