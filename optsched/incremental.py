@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from optsched.checker import check_schedule
+from optsched.checker import CheckReport, check_schedule
 from optsched.errors import InputError, safe_text
-from optsched.exact.hint import greedy_schedule
+from optsched.exact.core import greedy_starts
 from optsched.heuristics.best_response import best_response
-from optsched.heuristics.fungible_greedy import FungibleGreedy, fungible_greedy_schedule
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.incremental_bound import pinned_worth_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
@@ -72,6 +72,16 @@ def round_key(instance: Instance) -> str:
     d.pop("name", None)
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _same_shape(a: Instance, b: Instance) -> bool:
+    """Whether two rounds have the same node ids and capacities and the same job ids and GPU
+    counts, in order: a round that differs here has another :func:`round_key` (a cheap test
+    that spares the digest on most rounds of a simulator's chain)."""
+    if len(a.nodes) != len(b.nodes) or len(a.jobs) != len(b.jobs):
+        return False
+    return all(m.id == n.id and m.gpus == n.gpus and m.cpus == n.cpus and m.mem_gb == n.mem_gb for m, n in zip(a.nodes, b.nodes, strict=True)) \
+        and all(i.id == j.id and i.gpus == j.gpus for i, j in zip(a.jobs, b.jobs, strict=True))
 
 
 def _best_value(job: Any) -> float:
@@ -119,17 +129,15 @@ def _staying_value(instance: Instance, job: Any) -> float | None:
     speed = job.speed(nodes[0].gpu_type) if len(types) == 1 else None
     if speed is None or sum(job.placement.values()) != job.gpus:
         return None
-    k = np.array(list(job.placement.values()), dtype=np.int64)
-    c = np.asarray(job.profile.cpus_per_gpu, dtype=np.int64)
-    m = np.asarray(job.profile.mem_per_gpu_gb, dtype=np.int64)
-    fits_c = (c[:, None] * k[None, :] <= np.array([n.cpus for n in nodes])[None, :]).all(axis=1)
-    fits_m = (m[:, None] * k[None, :] <= np.array([n.mem_gb for n in nodes])[None, :]).all(axis=1)
-    thr = np.asarray(job.profile.throughput, dtype=np.float64)
-    if instance.round.fair:
-        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
-    thr = np.where(fits_c[:, None] & fits_m[None, :], thr, 0.0)
+    # plain floats over the small grid (the same maximum as an array's, without its overhead)
+    here = [(k, n.cpus, n.mem_gb) for k, n in zip(job.placement.values(), nodes, strict=True)]
+    fits_c = [all(c * k <= cap for k, cap, _ in here) for c in job.profile.cpus_per_gpu]
+    fits_m = [all(m * k <= cap for k, _, cap in here) for m in job.profile.mem_per_gpu_gb]
+    floor = job.demand_throughput * (1 - 1e-12) if instance.round.fair else None
+    best = max(t if fc and fm and (floor is None or t >= floor) else 0.0
+               for fc, row in zip(fits_c, job.profile.throughput, strict=True) for fm, t in zip(fits_m, row, strict=True))
     base = instance.spread_base(nodes[0].gpu_type, job.gpus)
-    return speed * float(thr.max()) * job.spread_factor ** (len(job.placement) - base)
+    return speed * float(best) * job.spread_factor ** (len(job.placement) - base)
 
 
 #: most fit factors a :class:`RoundSolver` keeps between rounds (cleared when full)
@@ -364,27 +372,57 @@ class RoundSolver:
         self.gap_target = float(gap_target)
         self.reuse = bool(reuse)
         self.options = dict(options or {})
-        self.state = state
+        self._state: RoundState | None = state
+        self._unkeyed: tuple[Instance, Result] | None = None  # the last round, its key not computed yet
         self._fit_cache: dict[tuple[Any, ...], Any] = {}  # fit factors and pinned jobs' points, between rounds (bounded)
+
+    @property
+    def state(self) -> RoundState | None:
+        """The last round's key and result (None before the first round or after :meth:`reset`).
+        The key is computed when asked for: a chain whose rounds all differ in their jobs or
+        nodes never needs it."""
+        if self._unkeyed is not None:
+            inst, result = self._unkeyed
+            self._state, self._unkeyed = RoundState(round_key(inst), result), None
+        return self._state
+
+    @state.setter
+    def state(self, value: RoundState | None) -> None:
+        if value is not None and not isinstance(value, RoundState):
+            raise InputError("state", value, "must be a RoundState or None")
+        self._state, self._unkeyed = value, None
 
     def reset(self) -> None:
         """Forget the previous round."""
         self.state = None
+
+    def _previous(self) -> tuple[Instance | None, Result] | None:
+        """The last round (its instance when this solver solved it) and its result, or None."""
+        if self._unkeyed is not None:
+            return self._unkeyed
+        return None if self._state is None else (None, self._state.result)
 
     def solve(self, instance: Instance | Mapping[str, Any]) -> Result:
         """The next round of the chain (see the class text)."""
         if not isinstance(instance, Instance):
             instance = Instance.from_dict(instance)
         start = time.perf_counter()
-        key = round_key(instance) if self.reuse else ""
-        if self.reuse and self.state is not None and self.state.key == key:
-            out = self._reused(instance, self.state.result, start)
-            if out is not None:
-                self.state = RoundState(key, out)
-                return out
-        previous = None if self.state is None else self.state.result.schedule
-        out = self._solve(instance, previous, start)
-        self.state = RoundState(key, out)
+        last = self._previous()
+        key = None
+        # the digest only where the round may equal the last: same nodes, same jobs, same sizes
+        if self.reuse and last is not None and (last[0] is None or _same_shape(last[0], instance)):
+            key = round_key(instance)
+            previous_state = self.state
+            if previous_state is not None and previous_state.key == key:
+                out = self._reused(instance, previous_state.result, start)
+                if out is not None:
+                    self.state = RoundState(key, out)
+                    return out
+        out = self._solve(instance, None if last is None else last[1].schedule, start)
+        if key is not None or not self.reuse:
+            self.state = RoundState("" if key is None else key, out)
+        else:
+            self._state, self._unkeyed = None, (instance, out)
         return out
 
     def _reused(self, instance: Instance, result: Result, start: float) -> Result | None:
@@ -401,6 +439,7 @@ class RoundSolver:
         report = check_schedule(instance, carried)
         hint: Schedule | None = None if report else carried
         stats: dict[str, Any] = {"incremental": "cold" if previous is None else "searched"}
+        starts: list[tuple[str, Schedule]] | None = None  # cpsat's greedy starts, where built here
         if hint is not None:
             stats["carried_objective"] = report.objective
         if hint is not None and families <= BOUND_FAMILIES:
@@ -410,17 +449,12 @@ class RoundSolver:
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 # before any search: single-job best responses from the carried-over schedule, from
                 # fungible-greedy's own (its fixed-demand pass places gangs that the fungible
-                # completion leaves out) and from cpsat's greedy hints; the checker has the last word
-                starts = [hint, FungibleGreedy().solve(instance, time_limit=self.time_limit, seed=self.seed).schedule,
-                          greedy_schedule(instance), greedy_schedule(instance, running_first=False)]
-                for start_from in starts:
-                    if families and check_schedule(instance, start_from):  # the exact greedies may move pinned jobs
-                        start_from = repair(instance, start_from)
-                    better = best_response(instance, start_from)
-                    checked = check_schedule(instance, better)
-                    if not checked and checked.objective > value * (1 + 1e-12):
-                        hint, value = better, checked.objective
-                        stats["improved_objective"] = value
+                # completion leaves out) and from cpsat's greedy hints (built once: a search
+                # below starts from the same ones); the checker has the last word
+                starts = greedy_starts(instance, seed=self.seed)
+                named = dict(starts)
+                hint, value = self._best_responses(instance, families, [(hint, report)] + [
+                    (named[n], None) for n in ("fungible-greedy", "greedy", "greedy-dense") if n in named], value, stats)
             if value >= (1.0 - self.gap_target) * bound - 1e-9:
                 status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
@@ -431,6 +465,8 @@ class RoundSolver:
                 options["cp_params"] = {"relative_gap_limit": self.gap_target, **(options.get("cp_params") or {})}
             # the knapsack bound stands in for the LP bound cpsat would keep 0.3 s for: the time goes to the search
             options.setdefault("lp_fallback", "knapsack_bound" not in stats)
+            if starts is not None:  # the same schedules cpsat would build: the same answer, built once
+                options.setdefault("greedy_starts", starts)
         left = max(0.01, self.time_limit - (time.perf_counter() - start))
         res = solve_round(instance, "auto", solver=self.solver, time_limit=left, seed=self.seed,
                           hint=hint, **options)
@@ -448,3 +484,21 @@ class RoundSolver:
                 status = Status.OPTIMAL
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
+
+    def _best_responses(self, instance: Instance, families: frozenset[str], starts: list[tuple[Schedule, CheckReport | None]],
+                        value: float, stats: dict[str, Any]) -> tuple[Schedule, float]:
+        """The best of single-job best responses from each start (with its checker report where
+        known) and the first start, worth ``value``: a schedule is checked once, and a best
+        response that changed nothing keeps its start's report."""
+        best = starts[0][0]
+        for start_from, known in starts:
+            if families and known is None:  # the exact greedies may move pinned jobs
+                known = check_schedule(instance, start_from)
+                if known:
+                    start_from, known = repair(instance, start_from), None
+            better = best_response(instance, start_from)
+            checked = known if known is not None and better.jobs == start_from.jobs else check_schedule(instance, better)
+            if not checked and checked.objective > value * (1 + 1e-12):
+                best, value = better, checked.objective
+                stats["improved_objective"] = value
+        return best, value

@@ -168,6 +168,26 @@ def test_hint_is_used():
     assert res.objective == pytest.approx(3.0)
 
 
+def test_greedy_starts_built_by_the_caller_give_the_same_answer(monkeypatch):
+    """``greedy_starts`` (the round's :func:`~optsched.exact.core.greedy_starts`, built by the
+    caller) replaces cpsat's own build, and the answer is the same; anything else is refused."""
+    import optsched.exact.core as core
+    from optsched.gen import generate
+
+    inst = generate(nodes=6, jobs=40, seed=3, running_fraction=0.4)
+    hint = solve_round(inst, solver="fungible-greedy", time_limit=1).schedule
+    opts = {"num_workers": 1, "deterministic_time": 0.2, "bound_worker": False, "lns_share": 0.5}
+    own = solve_round(inst, solver="cpsat", time_limit=30, seed=0, hint=hint, **opts)
+    starts = core.greedy_starts(inst)
+    assert [n for n, _ in starts] == ["greedy", "greedy-dense", "fungible-greedy"]
+    monkeypatch.setattr(core, "greedy_starts", None)  # building them again would fail
+    given = solve_round(inst, solver="cpsat", time_limit=30, seed=0, hint=hint, greedy_starts=starts, **opts)
+    assert given.schedule.jobs == own.schedule.jobs
+    assert (given.objective, given.bound, given.status) == (own.objective, own.bound, own.status)
+    with pytest.raises(InputError, match="greedy_starts"):
+        solve_round(inst, solver="cpsat", time_limit=1, greedy_starts=[("greedy", hint.to_dict())])
+
+
 def test_unknown_option_refused():
     inst = _inst([Node("n0", "V100", 1, 4, 10)], [Job("a", 1, FLAT, (1, 10))])
     with pytest.raises(InputError, match="bogus"):

@@ -218,6 +218,78 @@ def test_state_is_one_round_and_round_trips():
         RoundState.from_dict({"key": "k", "result": {"jobs": {}}})
 
 
+def test_the_digest_is_computed_only_where_a_round_may_repeat_the_last(monkeypatch):
+    """A round whose jobs or nodes differ from the last one's is solved without its digest; the
+    state's key is computed when asked for, and equals the digest of the round it answered."""
+    import optsched.incremental as incremental
+
+    calls = []
+    monkeypatch.setattr(incremental, "round_key", lambda inst: calls.append(inst.name) or round_key(inst))
+    inst = generate(nodes=3, jobs=8, seed=5)
+    d = inst.to_dict()
+    d["jobs"] = d["jobs"][:-1]
+    fewer = Instance.from_dict(d)
+    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
+    chain.solve(inst)
+    chain.solve(fewer)
+    assert calls == []
+    assert chain.state.key == round_key(fewer) and calls == [fewer.name]
+    calls.clear()
+    assert chain.solve(_renamed(fewer, "again")).stats["incremental"] == "reused"
+    assert calls == ["again"]
+    off = RoundSolver("cpsat", time_limit=1.0, reuse=False, options=FAST)
+    off.solve(inst)
+    assert off.state.key == ""
+
+
+def test_a_searched_round_gives_cpsat_the_greedy_starts_it_built(monkeypatch):
+    """The greedy starts of a round's best responses go to cpsat (option ``greedy_starts``), which
+    then builds none of its own: one build per round."""
+    import optsched.exact.core as core
+    import optsched.incremental as incremental
+
+    built = []
+    real = core.greedy_starts
+    monkeypatch.setattr(core, "greedy_starts", lambda *a, **k: built.append("cpsat") or real(*a, **k))
+    monkeypatch.setattr(incremental, "greedy_starts", lambda *a, **k: built.append("chain") or real(*a, **k))
+    chain = RoundSolver("cpsat", time_limit=0.5, gap_target=0.0, options=FAST)
+    inst = generate(nodes=3, jobs=12, seed=7)
+    chain.solve(inst)
+    d = inst.to_dict()
+    d["jobs"] = d["jobs"][1:]
+    built.clear()
+    res = chain.solve(Instance.from_dict(d))
+    assert res.stats["incremental"] == "searched"
+    assert built == ["chain"]
+
+
+def _staying_reference(instance, job):
+    """The staying value as array operations (what :func:`optsched.incremental._staying_value` computes)."""
+    nodes = [instance.node(n) for n in job.placement]
+    k = np.array(list(job.placement.values()))
+    c, m = np.asarray(job.profile.cpus_per_gpu), np.asarray(job.profile.mem_per_gpu_gb)
+    fits_c = (c[:, None] * k[None, :] <= np.array([n.cpus for n in nodes])[None, :]).all(axis=1)
+    fits_m = (m[:, None] * k[None, :] <= np.array([n.mem_gb for n in nodes])[None, :]).all(axis=1)
+    thr = np.asarray(job.profile.throughput, dtype=np.float64)
+    if instance.round.fair:
+        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
+    thr = np.where(fits_c[:, None] & fits_m[None, :], thr, 0.0)
+    base = instance.spread_base(nodes[0].gpu_type, job.gpus)
+    return job.speed(nodes[0].gpu_type) * float(thr.max()) * job.spread_factor ** (len(job.placement) - base)
+
+
+@pytest.mark.parametrize("fair", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_staying_value_is_the_array_formula_exactly(seed, fair):
+    from optsched.incremental import _staying_value
+
+    inst = generate(nodes=6, jobs=30, seed=seed, running_fraction=0.6, fair=fair, cpus_per_node=24, mem_per_node_gb=200)
+    running = [j for j in inst.jobs if j.placement]
+    assert running
+    for j in running:
+        assert _staying_value(inst, j) == _staying_reference(inst, j)
+
+
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(InputError, match="solver"):
         RoundSolver("fungible-greedy")

@@ -167,7 +167,7 @@ def test_the_legacy_defaults_are_kept():
         "num_workers": None, "deterministic_time": None, "log": False, "node_symmetry": False, "job_symmetry": True,
         "type_cuts": False, "greedy_hint": True, "lns_share": None, "lifted_rows": True, "split_cuts": False,
         "portfolio": "auto", "cp_params": None, "bound_worker": True, "lp_fallback": True, "config_fixing": True,
-        "usage_floor": None}
+        "greedy_starts": None, "usage_floor": None}
     assert LnsOptions().to_dict() == {"num_workers": 1, "nodes": 4, "extra_jobs": 16, "sub_time": 0.25, "bound": True,
                                       "targeted": 0.5, "linked": 0.5, "priced": 0.75, "deterministic_time": None,
                                       "prices": None}

@@ -23,7 +23,7 @@ from optsched.exact.hint import greedy_schedule
 from optsched.exact.model import OutOfTime, build_model, make_scale
 from optsched.exact.options import PORTFOLIOS, _check_options
 from optsched.exact.policies import solve_lexicographic
-from optsched.exact.prep import hug_keep, hug_points_of, job_data
+from optsched.exact.prep import JobData, hug_keep, hug_points_of, job_data
 from optsched.exact.scaling import ValueScale
 from optsched.heuristics.fungible_greedy import FungibleGreedy
 from optsched.mip.bound import lp_bound_within
@@ -44,7 +44,7 @@ from optsched.schedule import Schedule
 from optsched.trajectory import Trajectory, current, recorded
 from optsched.values import schedule_value
 
-__all__ = ["LNS_FROM_CELLS", "LNS_MOSTLY_FROM_CELLS", "CpSatCore", "solve_cpsat", "start_bound_worker"]
+__all__ = ["LNS_FROM_CELLS", "LNS_MOSTLY_FROM_CELLS", "CpSatCore", "greedy_starts", "solve_cpsat", "start_bound_worker"]
 
 #: the method name results report
 NAME = "cpsat"
@@ -126,6 +126,22 @@ def start_bound_worker(instance: Instance, time_limit: float, schedules: list[Sc
     return _bound_worker(instance, deadline, list(schedules or []))
 
 
+def greedy_starts(instance: Instance, data: list[JobData] | None = None, *, seed: int = 0) -> list[tuple[str, Schedule]]:
+    """The named greedy schedules ``cpsat`` starts from when it builds them itself: ``greedy``
+    (:func:`~optsched.exact.hint.greedy_schedule`), ``greedy-dense`` (running jobs by value per
+    GPU, not first; only in a round with running jobs) and ``fungible-greedy``'s schedule (elastic:
+    sizes chosen by marginal value; HUG: it fills by progress, which the greedy hints know nothing
+    of). ``data``: the round's :func:`~optsched.exact.prep.job_data` (default: built here). A
+    caller that has built them for the round passes them back as option ``greedy_starts``, and
+    ``cpsat`` builds none (the same schedules, so the same answer)."""
+    data = job_data(instance) if data is None else data
+    out = [("greedy", greedy_schedule(instance, data))]
+    if any(j.placement for j in instance.jobs):
+        out.append(("greedy-dense", greedy_schedule(instance, data, running_first=False)))
+    out.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=1.0, seed=seed).schedule))  # (no time limit of its own)
+    return out
+
+
 class _Incumbents(cp_model.CpSolverSolutionCallback):
     """Records each CP-SAT incumbent into a trajectory: its scaled worth less the scale's
     rounding error (:attr:`ValueScale.max_error`, so never above the schedule's true worth) and
@@ -180,14 +196,11 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
         candidates.append(hint)
     greedy: list[tuple[str, Schedule]] | None = None  # named, for the lns stage to reuse
     if opts["greedy_hint"] or hint is None:
-        greedy = [("greedy", greedy_schedule(instance, data if exp is None else None))]
-        if any(j.placement for j in instance.jobs):  # running jobs by value per GPU, not first
-            greedy.append(("greedy-dense", greedy_schedule(instance, data if exp is None else None, running_first=False)))
-        # elastic: sizes chosen by marginal value, not only the nominal ones; HUG: the greedy
-        # hints know nothing of progress, fungible-greedy fills by it (on 1 s Philly rounds
-        # under load CP-SAT's level stage often ends before its first solution)
-        with rec.nested():
-            greedy.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=time_limit, seed=seed).schedule))
+        if opts["greedy_starts"] is not None and not hugish:  # the caller built them (greedy_starts), on the same job data
+            greedy = list(opts["greedy_starts"])
+        else:
+            with rec.nested():
+                greedy = greedy_starts(instance, data if exp is None else None, seed=seed)
         candidates += [s for _name, s in greedy]
     share = _lns_share(instance, opts["lns_share"])
     lp_bound = None

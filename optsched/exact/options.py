@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from optsched.errors import InputError
 from optsched.options import Check, MethodOptions, option
+from optsched.schedule import Schedule
 
 __all__ = ["PORTFOLIOS", "CpsatOptions"]
 
@@ -36,6 +37,14 @@ def _usage_floor(name: str, value: Any) -> tuple[tuple[Any, int, int], ...]:
             or isinstance(row[2], bool) or not isinstance(row[2], int) for row in value):
         raise InputError(name, value, "must be a list of (job ids, resource 0/1/2, integer amount)")
     return tuple((ids, r, amount) for ids, r, amount in value)
+
+
+def _greedy_starts(name: str, value: Any) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(value, (list, tuple)) or not value or any(
+            not isinstance(row, (list, tuple)) or len(row) != 2 or not isinstance(row[0], str) or not isinstance(row[1], Schedule)
+            for row in value):
+        raise InputError(name, value, "must be a non-empty list of (name, Schedule): exact.core.greedy_starts of the round")
+    return tuple((n, s) for n, s in value)
 
 
 def _cp_params(name: str, value: Any) -> dict[str, Any]:
@@ -85,6 +94,9 @@ class CpsatOptions(MethodOptions):
     lp_fallback: bool = option(True, "when CP-SAT proves nothing, report the LP bound (time is kept for it)", Check.boolean())
     config_fixing: bool = option(
         True, "without an lns stage: reduced-cost fixing and a re-solve when CP-SAT is unproven after 2 s", Check.boolean())
+    greedy_starts: tuple[tuple[str, Any], ...] | None = option(
+        None, "the round's greedy starts, built by the caller with exact.core.greedy_starts (null: cpsat builds them)",
+        Check("list", _greedy_starts).or_none(), remote=False)
     usage_floor: tuple[tuple[Any, int, int], ...] | None = option(
         None, "[(job ids, resource 0/1/2, amount)]: those jobs hold at least amount of GPUs/cores/GB (used by lns under HUG)",
         Check("list", _usage_floor).or_none(), remote=False)

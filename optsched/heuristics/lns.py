@@ -102,7 +102,8 @@ def _starts(instance: Instance, hint: Schedule | None, until: float | None, data
     if hint is not None:
         out.append(("hint", hint))
     t0 = time.perf_counter()
-    out.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=5.0, seed=0).schedule))
+    built = dict(given or ()).get("fungible-greedy")  # cpsat's greedy starts hold the same schedule
+    out.append(("fungible-greedy", built if built is not None else FungibleGreedy().solve(instance, time_limit=5.0, seed=0).schedule))
     if fair_round(instance):
         # fungible-greedy's DRF (HUG) candidates are three fills; one exact greedy costs about one of them
         level = max(fair_level(instance, sched.jobs) for _n, sched in out)
