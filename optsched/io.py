@@ -104,11 +104,12 @@ def parse_json(data: bytes | str) -> Any:
     path of the refused value where there is one, else ``body``.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
-        raw: bytes | None = bytes(data)
+        as_bytes = bytes(data)
+        raw: bytes | None = as_bytes
         try:
-            text = raw.decode("utf-8")
+            text = as_bytes.decode("utf-8")
         except UnicodeDecodeError as e:
-            bad = f"byte 0x{raw[e.start]:02x} at offset {e.start}"
+            bad = f"byte 0x{as_bytes[e.start]:02x} at offset {e.start}"
             raise InputError("body", bad, f"is not UTF-8 text ({bad})") from None
     else:
         text, raw = data, None
