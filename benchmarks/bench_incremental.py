@@ -6,6 +6,10 @@ and cpsat@warm (each round from the last: optsched.incremental) on the same work
 
 ``philly`` is the bundled two days of the Philly trace (``optsched simulate sample``) on 64 x 8
 GPUs with 48 cores and 512 GB per server, at the trace's own arrival rate (--jobs does not apply).
+``trace`` replays a trace file of your own on the same cluster, for example a month of the full
+Philly trace (jobs shorter than a minute dropped, as in the sample):
+
+    python benchmarks/bench_incremental.py --workloads trace --trace philly.csv --length 30d
 
 Per allocator: the run's wall time and its ratio to fungible-greedy's, the per-round solve time
 (p50, p95) and solve CPU time (p50) over the rounds the allocator was called on, the mean and
@@ -35,12 +39,18 @@ PRESETS = {"synergy": "synergy", "gang": "gang-heavy"}
 LOAD = {"synergy": "natural", "gang": "one"}
 
 
-def setup_for(workload: str, jobs: int, seed: int) -> Any:
+def setup_for(workload: str, jobs: int, seed: int, trace: str | None = None, start: str = "0d",
+              length: str = "30d") -> Any:
     """The prepared set-up of one workload (the module text)."""
-    if workload == "philly":
+    if workload in ("philly", "trace"):
         from optsched.sim.experiment import prepare
 
-        return prepare("sample", cluster="64x8", cpus=48, mem_gb=512, seed=seed)
+        if workload == "philly":
+            return prepare("sample", cluster="64x8", cpus=48, mem_gb=512, seed=seed)
+        if trace is None:
+            raise SystemExit("--workloads trace needs --trace CSV")
+        return prepare(trace, start=start, length=length, min_duration="60", cluster="64x8", cpus=48, mem_gb=512,
+                       seed=seed)
     WORKLOADS[workload] = {**WORKLOADS[workload], "trace": f"synthetic:{PRESETS[workload]}:jobs={jobs}"}
     return setup_window(workload, LOADS[LOAD[workload]], seed)
 
@@ -78,15 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
+    ap.add_argument("--trace", help="workload 'trace': the trace file to replay")
+    ap.add_argument("--start", default="0d", help="workload 'trace': where the window starts (default 0d)")
+    ap.add_argument("--length", default="30d", help="workload 'trace': the window's length (default 30d)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "incremental.json"),
                     help="write the rows as JSON here")
     args = ap.parse_args(argv)
     rows = []
     for wl in args.workloads.split(","):
-        setup = setup_for(wl, args.jobs, args.seed)
+        setup = setup_for(wl, args.jobs, args.seed, args.trace, args.start, args.length)
         base = None
-        jobs = None if wl == "philly" else args.jobs  # the sample's own jobs
-        print(f"\n{wl}: {'the bundled sample' if jobs is None else f'{jobs} jobs'}, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
+        jobs = None if wl in ("philly", "trace") else args.jobs  # the trace's own jobs
+        what = {"philly": "the bundled sample", "trace": f"{args.trace} from {args.start}, {args.length}"}.get(wl, f"{jobs} jobs")
+        print(f"\n{wl}: {what}, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
         print(f"{'allocator':<16} {'wall s':>8} {'x greedy':>8} {'rounds':>6} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} "
               f"{'gap %':>6} {'gap p95':>7} {'JCT h':>7}")
         for alloc in args.allocators.split(","):
