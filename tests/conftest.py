@@ -53,6 +53,24 @@ def base_round() -> dict[str, Any]:
     return copy.deepcopy(BASE_ROUND)
 
 
+#: a mutation to this value deletes the key (:func:`mutated`)
+MISSING = object()
+
+
+def mutated(d: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of the round ``d`` with the value at ``path`` replaced by ``value`` (deleted
+    where ``value`` is :data:`MISSING`)."""
+    d = copy.deepcopy(d)
+    target = d
+    for key in path[:-1]:
+        target = target[key]
+    if value is MISSING:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return d
+
+
 @pytest.fixture
 def base() -> dict[str, Any]:
     return base_round()

@@ -23,24 +23,15 @@ from optsched.model import Instance, Job, Node, Profile, Round
 from optsched.schedule import Assignment, Schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import INSTANCES, base_round  # noqa: E402
+from conftest import INSTANCES, MISSING, base_round, mutated  # noqa: E402
 from strategies import tiny_instance_dicts  # noqa: E402
 
 NAN = float("nan")
-MISSING = object()  # a mutation to this value deletes the key
 REQUIRED = object()  # the expected refusal: the field is missing ("is required", value None)
 
 
 def _mutated(path: tuple, value: Any) -> dict:
-    d = base_round()
-    target = d
-    for key in path[:-1]:
-        target = target[key]
-    if value is MISSING:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return d
+    return mutated(base_round(), path, value)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -18,6 +18,7 @@ import copy
 import gc
 import json
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,12 @@ from optsched.io import load_json, parse_json
 from optsched.limits import MAX_DEPTH
 from optsched.model import Instance, Job
 
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import MISSING, mutated  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = sorted(p for p in (ROOT / "instances").rglob("*.json*") if p.parent.name != "traces")
 NAN, INF = float("nan"), float("inf")
-MISSING = object()
 
 
 @contextlib.contextmanager
@@ -111,18 +114,6 @@ def _round() -> dict:
     return d
 
 
-def _set(d: dict, path: tuple, value: Any) -> dict:
-    d = copy.deepcopy(d)
-    target = d
-    for key in path[:-1]:
-        target = target[key]
-    if value is MISSING:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return d
-
-
 ROUND = _round()
 NODE = next(iter(ROUND["jobs"][1]["placement"]))
 GPUS = ROUND["jobs"][1]["gpus"]
@@ -169,13 +160,13 @@ def _id(path: tuple, value: Any) -> str:
 
 @pytest.mark.parametrize(("path", "value"), MUTATIONS, ids=[_id(p, v) for p, v in MUTATIONS])
 def test_malformed_job_refused_the_same(path, value):
-    fast, slow = both(Instance.from_dict, _set(ROUND, ("jobs", 1, *path), value))
+    fast, slow = both(Instance.from_dict, mutated(ROUND, ("jobs", 1, *path), value))
     assert fast == slow
 
 
 @pytest.mark.parametrize("value", [True, 2**63, -1, 1.5])
 def test_malformed_node_refused_the_same(value):
-    fast, slow = both(Instance.from_dict, _set(ROUND, ("nodes", 3, "cpus"), value))
+    fast, slow = both(Instance.from_dict, mutated(ROUND, ("nodes", 3, "cpus"), value))
     assert fast == slow
 
 
@@ -196,8 +187,8 @@ TWINS = [
 @pytest.mark.parametrize(("path", "good", "bad"), TWINS, ids=[f"{'.'.join(map(str, p))}={b!r}" for p, _g, b in TWINS])
 def test_a_bool_or_float_equal_to_a_read_value_is_refused_the_same(path, good, bad):
     """``True == 1 == 1.0``: a value equal to one read before is still of the wrong type."""
-    d = _set(_set(ROUND, ("jobs", 0, *path), good), ("jobs", 1, *path), bad)
-    d = _set(d, ("jobs", 1, "placement"), MISSING)
+    d = mutated(mutated(ROUND, ("jobs", 0, *path), good), ("jobs", 1, *path), bad)
+    d = mutated(d, ("jobs", 1, "placement"), MISSING)
     fast, slow = both(Instance.from_dict, d)
     assert fast == slow and fast[0] == "InputError" and fast[1].startswith("jobs[1].")
 
@@ -225,7 +216,7 @@ def test_any_mutation_refused_or_read_the_same(mutations, job):
     d = copy.deepcopy(ROUND)
     for path, value in mutations:
         with contextlib.suppress(LookupError, TypeError):  # a path the previous mutation removed
-            d = _set(d, ("jobs", job, *path), value)
+            d = mutated(d, ("jobs", job, *path), value)
     fast, slow = both(Instance.from_dict, d)
     assert fast == slow
 
@@ -300,7 +291,7 @@ def test_gc_state_is_restored():
     with pytest.raises(InputError):
         parse_json('{"a": 1, "a": 2}')
     with pytest.raises(InputError):
-        Instance.from_dict(_set(ROUND, ("jobs", 1, "gpus"), 0))
+        Instance.from_dict(mutated(ROUND, ("jobs", 1, "gpus"), 0))
     assert gc.isenabled()
     gc.disable()
     try:
@@ -312,6 +303,6 @@ def test_gc_state_is_restored():
 
 def test_overflowing_integer_in_a_number_field_names_it():
     with pytest.raises(InputError) as info:
-        Instance.from_dict(_set(ROUND, ("jobs", 1, "weight"), 10**400))
+        Instance.from_dict(mutated(ROUND, ("jobs", 1, "weight"), 10**400))
     assert info.value.field == "jobs[1].weight" and "too large for a 64-bit float" in info.value.problem
     assert math.isinf(float("inf"))
