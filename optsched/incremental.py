@@ -129,13 +129,12 @@ def _staying_value(instance: Instance, job: Any) -> float | None:
     speed = job.speed(nodes[0].gpu_type) if len(types) == 1 else None
     if speed is None or sum(job.placement.values()) != job.gpus:
         return None
-    # plain floats over the small grid (the same maximum as an array's, without its overhead)
-    here = [(k, n.cpus, n.mem_gb) for k, n in zip(job.placement.values(), nodes, strict=True)]
-    fits_c = [all(c * k <= cap for k, cap, _ in here) for c in job.profile.cpus_per_gpu]
-    fits_m = [all(m * k <= cap for k, _, cap in here) for m in job.profile.mem_per_gpu_gb]
-    floor = job.demand_throughput * (1 - 1e-12) if instance.round.fair else None
-    best = max(t if fc and fm and (floor is None or t >= floor) else 0.0
-               for fc, row in zip(fits_c, job.profile.throughput, strict=True) for fm, t in zip(fits_m, row, strict=True))
+    # a grid point fits when its cores and memory per GPU times the GPUs on each node fit that
+    # node: at most the smallest per-GPU share over the nodes (integers: c * k <= cap iff c <= cap // k)
+    shares = [(n.cpus // k, n.mem_gb // k) for k, n in zip(job.placement.values(), nodes, strict=True) if k > 0]
+    best = job.profile.best_within(min((c for c, _ in shares), default=math.inf), min((m for _, m in shares), default=math.inf))
+    if instance.round.fair and best < job.demand_throughput * (1 - 1e-12):  # the fastest fitting point is below the demand's
+        best = 0.0
     base = instance.spread_base(nodes[0].gpu_type, job.gpus)
     return speed * float(best) * job.spread_factor ** (len(job.placement) - base)
 

@@ -5,6 +5,7 @@ Immutable and validated once, like every contract type (:mod:`optsched.model` re
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Mapping
@@ -66,12 +67,31 @@ class Profile:
         return self.throughput[a][b]
 
     def points(self) -> list[tuple[int, int, float]]:
-        """Every grid point as ``(cpus_per_gpu, mem_per_gpu_gb, throughput)``."""
-        return [
-            (c, m, self.throughput[a][b])
-            for a, c in enumerate(self.cpus_per_gpu)
-            for b, m in enumerate(self.mem_per_gpu_gb)
-        ]
+        """Every grid point as ``(cpus_per_gpu, mem_per_gpu_gb, throughput)`` (a new list; the
+        points are built once per profile)."""
+        pts = self.__dict__.get("_points")
+        if pts is None:
+            pts = tuple((c, m, self.throughput[a][b]) for a, c in enumerate(self.cpus_per_gpu)
+                        for b, m in enumerate(self.mem_per_gpu_gb))
+            object.__setattr__(self, "_points", pts)
+        return list(pts)
+
+    def best_within(self, cpus_per_gpu: float, mem_per_gpu_gb: float) -> float:
+        """The highest throughput over the grid points of at most ``cpus_per_gpu`` cores and
+        ``mem_per_gpu_gb`` GB per GPU; 0.0 when no point is that small. A lookup in a table of
+        prefix maxima built once per profile (the grids are increasing, so the points that fit
+        are a rectangle at the grid's origin)."""
+        table = self.__dict__.get("_prefix_max")
+        if table is None:
+            rows: list[tuple[float, ...]] = []
+            for a, row in enumerate(self.throughput):
+                run = list(itertools.accumulate(row, max))
+                rows.append(tuple(run) if not a else tuple(max(x, y) for x, y in zip(run, rows[-1], strict=True)))
+            table = tuple(rows)
+            object.__setattr__(self, "_prefix_max", table)
+        a = bisect.bisect_right(self.cpus_per_gpu, cpus_per_gpu)
+        b = bisect.bisect_right(self.mem_per_gpu_gb, mem_per_gpu_gb)
+        return table[a - 1][b - 1] if a and b else 0.0
 
     @classmethod
     def from_dict(cls, d: Any) -> Profile:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from optsched.errors import InputError
 from optsched.io import load_instance, load_schedule, save_instance, write_json
@@ -423,3 +424,22 @@ def test_schedule_errors_name_field_and_value(doc, field, found):
     with pytest.raises(InputError) as info:
         Schedule.from_dict(doc)
     _names(info.value, field, found)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_profile_best_within_is_the_maximum_over_the_points_that_fit(data) -> None:
+    """Profile.best_within (a prefix-maximum lookup) equals the plain maximum over the grid points
+    of at most the given cores and memory per GPU, 0.0 when none; points() is the grid, fresh each call."""
+    cs = sorted(data.draw(st.sets(st.integers(0, 24), min_size=1, max_size=6)))
+    ms = sorted(data.draw(st.sets(st.integers(1, 200), min_size=1, max_size=6)))
+    thr = [[data.draw(st.floats(0.01, 100.0)) for _ in ms] for _ in cs]
+    prof = Profile(tuple(cs), tuple(ms), tuple(map(tuple, thr)))
+    for _ in range(5):
+        c = data.draw(st.one_of(st.integers(-1, 30), st.floats(-1.0, 30.0)))
+        m = data.draw(st.one_of(st.integers(0, 250), st.floats(0.0, 250.0)))
+        want = max((t for pc, pm, t in prof.points() if pc <= c and pm <= m), default=0.0)
+        assert prof.best_within(c, m) == want
+    pts = prof.points()
+    pts.clear()
+    assert prof.points() == [(c, m, thr[a][b]) for a, c in enumerate(cs) for b, m in enumerate(ms)]
