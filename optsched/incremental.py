@@ -60,7 +60,7 @@ __all__ = ["BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_kna
 BOUND_FAMILIES = frozenset({"preemption", "quotas", "max_moves"})
 
 #: the ``stats["incremental"]`` values: how a round was answered
-PATHS = ("cold", "reused", "carried", "searched")
+PATHS = ("cold", "reused", "carried", "searched", "skipped")
 
 
 def round_key(instance: Instance) -> str:
@@ -346,16 +346,27 @@ class RoundSolver:
         reproducible rounds, ``{"num_workers": 1}``).
     state
         A :class:`RoundState` to resume from (e.g. a service session's).
+    search_backoff
+        The most rounds in a row that skip the search after searches that found nothing. A round
+        whose search (best responses, then the solver) does not improve the carried-over schedule
+        makes the chain skip the search in the next 1, 2, 4, ... rounds that are not closed by the
+        bound, up to this many; a search that improves resets it. ``0`` searches every round.
 
     ``solve`` returns a :class:`~optsched.result.Result` whose ``stats["incremental"]`` says how
     the round was answered (:data:`PATHS`): ``cold`` (no usable previous round: a plain solve with
     fungible-greedy's hint), ``reused``, ``carried`` (the carried-over schedule, proven within the
-    gap target: no search) or ``searched`` (the solver ran from the carried-over schedule).
-    Every schedule it returns passes the independent checker.
+    gap target: no search), ``searched`` (the solver ran from the carried-over schedule) or
+    ``skipped`` (not proven within the gap target, but searched no further: ``stats["skipped"]`` is
+    ``"backoff"`` after fruitless searches, see ``search_backoff``, or ``"time"`` when the best
+    responses left less than a quarter of ``time_limit`` for the solver; the time rule is off when
+    ``options`` set ``deterministic_time``, so that such chains stay reproducible). A skipped
+    round returns the carried-over schedule, improved where the best responses could, with the
+    knapsack bound. Every schedule it returns passes the independent checker.
     """
 
     def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = 0.005,
-                 reuse: bool = True, options: Mapping[str, Any] | None = None, state: RoundState | None = None) -> None:
+                 reuse: bool = True, options: Mapping[str, Any] | None = None, state: RoundState | None = None,
+                 search_backoff: int = 8) -> None:
         info = get_method(solver)
         if not info.takes_hint:
             raise InputError("solver", solver, "must take a hint (a round chain starts each round from the last one's schedule)")
@@ -365,6 +376,8 @@ class RoundSolver:
             raise InputError("gap_target", gap_target, "must be a number in [0, 1)")
         if state is not None and not isinstance(state, RoundState):
             raise InputError("state", state, "must be a RoundState or None")
+        if isinstance(search_backoff, bool) or not isinstance(search_backoff, int) or search_backoff < 0:
+            raise InputError("search_backoff", search_backoff, "must be an integer >= 0 (rounds)")
         self.solver = solver
         self.time_limit = float(time_limit)
         self.seed = seed
@@ -374,6 +387,8 @@ class RoundSolver:
         self._state: RoundState | None = state
         self._unkeyed: tuple[Instance, Result] | None = None  # the last round, its key not computed yet
         self._fit_cache: dict[tuple[Any, ...], Any] = {}  # fit factors and pinned jobs' points, between rounds (bounded)
+        self.search_backoff = search_backoff
+        self._skip, self._next_skip = 0, 1  # searches to skip now, and after the next fruitless one
 
     @property
     def state(self) -> RoundState | None:
@@ -390,6 +405,8 @@ class RoundSolver:
         if value is not None and not isinstance(value, RoundState):
             raise InputError("state", value, "must be a RoundState or None")
         self._state, self._unkeyed = value, None
+        if value is None:
+            self._skip, self._next_skip = 0, 1
 
     def reset(self) -> None:
         """Forget the previous round."""
@@ -445,6 +462,10 @@ class RoundSolver:
             value = report.objective
             bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9, cache=self._fit_cache)
             stats["knapsack_bound"] = bound
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and self._skip > 0:
+                self._skip -= 1  # the last searches found nothing: skip this one (search_backoff)
+                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                              {**stats, "incremental": "skipped", "skipped": "backoff"})
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 # before any search: single-job best responses from the carried-over schedule, from
                 # fungible-greedy's own (its fixed-demand pass places gangs that the fungible
@@ -458,6 +479,10 @@ class RoundSolver:
                 status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "carried"})
+            if "deterministic_time" not in self.options and time.perf_counter() - start > 0.75 * self.time_limit:
+                self._searched(value > report.objective * (1 + 1e-9))
+                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                              {**stats, "incremental": "skipped", "skipped": "time"})
         options = dict(self.options)
         if self.solver == "cpsat":
             if self.gap_target > 0:
@@ -481,8 +506,19 @@ class RoundSolver:
             bound = max(bound, objective)
             if status is not Status.OPTIMAL and objective >= bound - 1e-6 * max(1.0, bound) and families <= BOUND_FAMILIES:
                 status = Status.OPTIMAL
+        if "carried_objective" in stats:
+            self._searched(objective > stats["carried_objective"] * (1 + 1e-9) or status is Status.OPTIMAL)
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
+
+    def _searched(self, improved: bool) -> None:
+        """Set the backoff after a search (``search_backoff``): reset when it improved the
+        carried-over schedule (or proved it), else skip the next 1, 2, 4, ... unclosed rounds."""
+        if improved or not self.search_backoff:
+            self._skip, self._next_skip = 0, 1
+        else:
+            self._skip = min(self._next_skip, self.search_backoff)
+            self._next_skip = min(2 * self._next_skip, self.search_backoff)
 
     def _best_responses(self, instance: Instance, families: frozenset[str], starts: list[tuple[Schedule, CheckReport | None]],
                         value: float, stats: dict[str, Any]) -> tuple[Schedule, float]:

@@ -10,7 +10,7 @@ import pytest
 from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.gen import generate
-from optsched.incremental import RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
+from optsched.incremental import PATHS, RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
 from optsched.model import Instance
 from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig
@@ -81,7 +81,61 @@ def test_warm_rounds_are_feasible_and_never_worse_than_the_carried_schedule(shap
     for inst, _ in rec.rounds[:: max(1, len(rec.rounds) // 4)]:
         cold = solve_round(inst, solver="cpsat", time_limit=0.1, **FAST)
         assert not check_schedule(inst, cold.schedule)
-    assert paths <= {"cold", "carried", "searched", "reused"}
+    assert paths <= set(PATHS)
+
+
+def _chain_paths(search_backoff: int, time_limit: float = 0.1, deterministic: bool = True) -> list:
+    """(path, skipped, improved) of every round of the gang-heavy FIFO replay under one chain."""
+    _, nodes, sizes, probs, span = SHAPES[1]
+    opts = {**FAST, "deterministic_time": 0.02} if deterministic else FAST
+    chain = RoundSolver("cpsat", time_limit=time_limit, options=opts, search_backoff=search_backoff)
+    out = []
+
+    def alloc(inst):
+        res = chain.solve(inst)
+        assert not check_schedule(inst, res.schedule)
+        assert res.bound is None or res.bound >= res.objective - 1e-6
+        carried = res.stats.get("carried_objective")
+        improved = carried is not None and (res.objective > carried * (1 + 1e-9) or res.status.value == "optimal")
+        out.append((res.stats["incremental"], res.stats.get("skipped"), improved))
+        return res
+
+    simulate(_workload(nodes, sizes, probs, span_h=span), nodes, policies.get_policy("fifo"), alloc,
+             SimConfig(round_s=300.0, progress=False, reuse_unchanged=False))
+    return out
+
+
+def test_search_backoff_skips_after_fruitless_searches_doubling_up_to_its_cap():
+    """After a search that does not improve the carried-over schedule, the chain skips the search
+    in the next 1, 2, 4, ... rounds not closed by the bound (at most ``search_backoff``), and a
+    search that improves resets it; ``search_backoff=0`` searches every such round."""
+    assert all(p != "skipped" for p, _, _ in _chain_paths(0))
+    rounds = _chain_paths(2)
+    assert any(p == "skipped" for p, _, _ in rounds)
+    skip, nxt = 0, 1
+    for path, why, improved in rounds:
+        if path in ("cold", "reused", "carried"):
+            continue
+        if skip:
+            assert (path, why) == ("skipped", "backoff")
+            skip -= 1
+            continue
+        assert path == "searched" or why == "time"
+        skip, nxt = (0, 1) if improved else (min(nxt, 2), min(2 * nxt, 2))
+
+
+def test_a_search_that_would_overrun_the_time_limit_is_skipped_unless_deterministic():
+    """Where the best responses leave less than a quarter of the round's time limit, the round
+    returns their schedule with the knapsack bound (``skipped``: ``time``); with
+    ``deterministic_time`` the chain searches anyway, so that it stays reproducible."""
+    assert ("skipped", "time") in {(p, w) for p, w, _ in _chain_paths(0, time_limit=1e-6, deterministic=False)}
+    assert all(w != "time" for _, w, _ in _chain_paths(0, time_limit=1e-6, deterministic=True))
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "8", None])
+def test_search_backoff_must_be_a_count(value):
+    with pytest.raises(InputError, match="search_backoff"):
+        RoundSolver(search_backoff=value)
 
 
 @pytest.mark.parametrize("seed", range(6))
