@@ -447,7 +447,7 @@ class RoundSolver:
         if report:  # cannot happen for an identical round; solve it afresh rather than trust the key
             return None
         return replace(result, schedule=schedule, objective=report.objective, time_s=time.perf_counter() - start,
-                       stats={**result.stats, "incremental": "reused"}, trajectory=())
+                       stats={**{k: v for k, v in result.stats.items() if k != "skipped"}, "incremental": "reused"}, trajectory=())
 
     def _solve(self, instance: Instance, previous: Schedule | None, start: float) -> Result:
         families = policy_families(instance)
