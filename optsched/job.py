@@ -323,7 +323,12 @@ class Job:
 
     @property
     def demand_throughput(self) -> float:
-        return self.profile.at(*self.demand)
+        """The profile's throughput at the job's demand (looked up once per job)."""
+        value = self.__dict__.get("_demand_throughput")
+        if value is None:
+            value = self.profile.at(*self.demand)
+            object.__setattr__(self, "_demand_throughput", value)
+        return value
 
     @property
     def running(self) -> bool:

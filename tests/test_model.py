@@ -443,3 +443,16 @@ def test_profile_best_within_is_the_maximum_over_the_points_that_fit(data) -> No
     pts = prof.points()
     pts.clear()
     assert prof.points() == [(c, m, thr[a][b]) for a, c in enumerate(cs) for b, m in enumerate(ms)]
+
+
+def test_demand_throughput_follows_the_demand_of_each_job() -> None:
+    """The looked-up throughput at the demand is per job: a job made with another demand
+    (dataclasses.replace) reads its own, not the first job's."""
+    inst = Instance.from_dict(base_round())
+    job = next(j for j in inst.jobs if len(j.profile.cpus_per_gpu) > 1)
+    first = job.demand_throughput
+    assert first == job.profile.at(*job.demand)
+    other = (job.profile.cpus_per_gpu[-1], job.demand[1])
+    moved = dataclasses.replace(job, demand=other)
+    assert moved.demand_throughput == job.profile.at(*other)
+    assert job.demand_throughput == first
