@@ -44,7 +44,8 @@ from optsched.errors import InputError, safe_text
 from optsched.exact.core import greedy_starts
 from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
-from optsched.incremental_bound import pinned_worth_bound
+from optsched.heuristics.node_refill import node_refill
+from optsched.incremental_bound import fill_bound, pinned_worth_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
 from optsched.registry import get_method
@@ -461,6 +462,12 @@ class RoundSolver:
         if hint is not None and families <= BOUND_FAMILIES:
             value = report.objective
             bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9, cache=self._fit_cache)
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and any(j.pinned for j in instance.jobs):
+                # pinned jobs: refill the nodes they leave room on, then share each node between
+                # both in the bound (node_refill, fill_bound)
+                hint, value, report = self._refill(instance, hint, value, report, stats)
+                if value < (1.0 - self.gap_target) * bound - 1e-9:
+                    bound = min(bound, fill_bound(instance, self._fit_cache) * (1 + 1e-9) + 1e-9)
             stats["knapsack_bound"] = bound
             if value < (1.0 - self.gap_target) * bound - 1e-9 and self._skip > 0:
                 self._skip -= 1  # the last searches found nothing: skip this one (search_backoff)
@@ -480,7 +487,7 @@ class RoundSolver:
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "carried"})
             if "deterministic_time" not in self.options and time.perf_counter() - start > 0.75 * self.time_limit:
-                self._searched(value > report.objective * (1 + 1e-9))
+                self._searched(value > report.objective * (1 + 1e-9))  # report: the carried-over (or refilled) schedule's
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "time"})
         options = dict(self.options)
@@ -507,7 +514,8 @@ class RoundSolver:
             if status is not Status.OPTIMAL and objective >= bound - 1e-6 * max(1.0, bound) and families <= BOUND_FAMILIES:
                 status = Status.OPTIMAL
         if "carried_objective" in stats:
-            self._searched(objective > stats["carried_objective"] * (1 + 1e-9) or status is Status.OPTIMAL)
+            base = stats.get("refilled_objective", stats["carried_objective"])
+            self._searched(objective > base * (1 + 1e-9) or status is Status.OPTIMAL)
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
 
@@ -519,6 +527,20 @@ class RoundSolver:
         else:
             self._skip = min(self._next_skip, self.search_backoff)
             self._next_skip = min(2 * self._next_skip, self.search_backoff)
+
+    def _refill(self, instance: Instance, hint: Schedule, value: float, report: CheckReport,
+                stats: dict[str, Any]) -> tuple[Schedule, float, CheckReport]:
+        """``hint`` (worth ``value``, checked as ``report``) after
+        :func:`~optsched.heuristics.node_refill.node_refill`, where the checker accepts that and
+        it is worth more (``stats["refilled_objective"]`` and ``"improved_objective"``)."""
+        better = node_refill(instance, hint)
+        if better.jobs == hint.jobs:
+            return hint, value, report
+        checked = check_schedule(instance, better)
+        if checked or checked.objective <= value * (1 + 1e-12):
+            return hint, value, report
+        stats["refilled_objective"] = stats["improved_objective"] = checked.objective
+        return better, checked.objective, checked
 
     def _best_responses(self, instance: Instance, families: frozenset[str], starts: list[tuple[Schedule, CheckReport | None]],
                         value: float, stats: dict[str, Any]) -> tuple[Schedule, float]:

@@ -28,7 +28,7 @@ why the sum with the unpinned jobs' knapsack stays an upper bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -106,12 +106,15 @@ def _components(placements: Sequence[Sequence[int]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _node_table(cpus: int, mem: int, units: tuple[int, int], items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+def _node_table(cpus: int, mem: int, units: tuple[int, int], items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                start: np.ndarray | None = None) -> np.ndarray:
     """``V[c, m]``: the most ``items`` (per item its options' cores, GB and worth; one option each)
-    are worth within ``c`` units of cores and ``m`` of memory (``-inf`` where they do not fit)."""
+    are worth within ``c`` units of cores and ``m`` of memory (``-inf`` where they do not fit),
+    plus ``start[c', m']`` for what they leave (``start``: a table of the same shape, non-decreasing
+    in both axes; zeros by default)."""
     uc, um = units
     cc, mm = cpus // uc, mem // um
-    dp = np.zeros((cc + 1, mm + 1))
+    dp = np.zeros((cc + 1, mm + 1)) if start is None else start
     for wc, wm, f in items:
         new = np.full_like(dp, -np.inf)
         for a, b, v in zip((wc // uc).tolist(), (wm // um).tolist(), f.tolist(), strict=True):
@@ -121,12 +124,20 @@ def _node_table(cpus: int, mem: int, units: tuple[int, int], items: Sequence[tup
     return dp
 
 
-def _component_bound(instance: Instance, jobs: Sequence[_Pinned]) -> float:
+def _units(cpus: int, mem: int, cells: int) -> tuple[int, int]:
+    """Cores and GB per cell of a node's table of at most ``cells`` cells per axis."""
+    return max(1, -(-cpus // cells)), max(1, -(-mem // cells))
+
+
+def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mapping[int, np.ndarray] | None = None) -> float:
     """``P(K)`` of the module text for one component's pinned jobs (an upper bound on it where a
-    node's table is coarsened or gangs are cut)."""
+    node's table is coarsened or gangs are cut). ``starts`` (node index -> a table in the units of
+    ``_units(cpus, mem, TABLE_CELLS)``) adds to each such
+    node the most that its table gives for the cores and memory the pinned jobs leave there."""
     nodes = sorted({n for p in jobs for n in p.nodes})
     if any(not p.f.size for p in jobs):
         return math.inf  # a job with no point that fits: the caller falls back to a looser bound
+    starts = starts or {}
     best = [int(np.argmax(p.f)) for p in jobs]
     use_c = dict.fromkeys(nodes, 0)
     use_m = dict.fromkeys(nodes, 0)
@@ -134,7 +145,7 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned]) -> float:
         for n, k in p.nodes.items():
             use_c[n] += k * int(p.c[b])
             use_m[n] += k * int(p.m[b])
-    if all(use_c[n] <= instance.nodes[n].cpus and use_m[n] <= instance.nodes[n].mem_gb for n in nodes):
+    if not starts and all(use_c[n] <= instance.nodes[n].cpus and use_m[n] <= instance.nodes[n].mem_gb for n in nodes):
         return float(sum(p.f[b] for p, b in zip(jobs, best, strict=True)))  # every job's best point fits: no choice to make
     gangs = sorted((p for p in jobs if len(p.nodes) > 1), key=lambda p: -float(p.f.max()))
     joint = 1
@@ -161,8 +172,8 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned]) -> float:
         total = total + along(i, g.f)
     for n in nodes:
         node = instance.nodes[n]
-        units = (max(1, -(-node.cpus // TABLE_CELLS)), max(1, -(-node.mem_gb // TABLE_CELLS)))
-        table = _node_table(node.cpus, node.mem_gb, units, singles[n])
+        units = _units(node.cpus, node.mem_gb, TABLE_CELLS)
+        table = _node_table(node.cpus, node.mem_gb, units, singles[n], starts.get(n))
         left_c = np.full([1] * max(axes, 1), node.cpus, dtype=np.int64)
         left_m = np.full([1] * max(axes, 1), node.mem_gb, dtype=np.int64)
         for i, g in enumerate(kept):
@@ -191,6 +202,25 @@ def _pinned(instance: Instance, job: Job, factor: float, cache: dict[tuple[Any, 
     return _Pinned(nodes, points, factor)
 
 
+def _cached_component(instance: Instance, jobs: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None) -> float:
+    """``P(K)`` of one component's pinned ``jobs``, from ``cache`` where it was found before: keyed
+    by everything it depends on (its nodes' cores and memory, and each job's profile, placement and
+    worth factor)."""
+    fair = instance.round.fair
+    factors = [_factor(instance, j) for j in jobs]
+    key_jobs = [(j.profile, tuple(sorted((j.placement or {}).items())), f, j.demand_throughput if fair else None)
+                for j, f in zip(jobs, factors, strict=True)]
+    nodes = sorted({instance.node_idx(n) for j in jobs for n in j.placement or {}})
+    key = ("pinned-component", fair, tuple((instance.nodes[n].id, instance.nodes[n].cpus, instance.nodes[n].mem_gb) for n in nodes),
+           tuple(sorted(key_jobs, key=lambda k: (k[1], k[2]))))
+    value = None if cache is None else cache.get(key)
+    if value is None:
+        value = _component_bound(instance, [_pinned(instance, j, f, cache) for j, f in zip(jobs, factors, strict=True)])
+        if cache is not None:
+            cache[key] = value
+    return value
+
+
 def pinned_worth_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> tuple[float, int]:
     """An upper bound on the total worth of the round's pinned jobs in any feasible schedule (the
     module text; ``inf`` where some pinned job has no grid point that fits its nodes), and the
@@ -198,19 +228,130 @@ def pinned_worth_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | N
     depends on (its nodes' cores and memory, and each job's profile, placement and worth factor),
     and each pinned job's useful points (:func:`_points`)."""
     pinned = [j for j in instance.jobs if j.pinned]
-    factors = [_factor(instance, j) for j in pinned]
-    fair = instance.round.fair
     total = 0.0
     for comp in _components([[instance.node_idx(n) for n in j.placement or {}] for j in pinned]):
-        jobs = [(pinned[i].profile, tuple(sorted((pinned[i].placement or {}).items())), factors[i],
-                 pinned[i].demand_throughput if fair else None) for i in comp]
-        nodes = sorted({instance.node_idx(n) for i in comp for n in pinned[i].placement or {}})
-        key = ("pinned-component", fair, tuple((instance.nodes[n].id, instance.nodes[n].cpus, instance.nodes[n].mem_gb) for n in nodes),
-               tuple(sorted(jobs, key=lambda k: (k[1], k[2]))))
-        value = None if cache is None else cache.get(key)
-        if value is None:
-            value = _component_bound(instance, [_pinned(instance, pinned[i], factors[i], cache) for i in comp])
-            if cache is not None:
-                cache[key] = value
-        total += value
+        total += _cached_component(instance, [pinned[i] for i in comp], cache)
     return total, sum(j.gpus for j in pinned)
+
+
+#: most cell updates one fill bound spends on its tables (beyond: no fill bound, ``inf``)
+FILL_WORK = 30_000_000
+
+
+def _profile_points(job: Job, cache: dict[tuple[Any, ...], Any] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A job's grid points as (cores per GPU, GB per GPU, throughput), less the dominated ones
+    (no less of either resource and no faster than another) and those of no throughput."""
+    key = ("profile-points", job.profile)
+    out = None if cache is None else cache.get(key)
+    if out is None:
+        pts = job.profile.points()
+        c = np.array([p[0] for p in pts], dtype=np.int64)
+        m = np.array([p[1] for p in pts], dtype=np.int64)
+        thr = np.array([p[2] for p in pts], dtype=np.float64)
+        keep = thr > 0
+        c, m, thr = c[keep], m[keep], thr[keep]
+        dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
+                     & ((c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])))
+        keep = ~dominated.any(axis=1)
+        out = c[keep], m[keep], thr[keep]
+        if cache is not None:
+            cache[key] = out
+    return out
+
+
+def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
+                candidates: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None) -> tuple[np.ndarray, int]:
+    """``S[c, m]``: the most unpinned ``candidates`` are worth on one node of ``gpu_type`` within
+    ``free`` GPUs, ``c`` units of cores and ``m`` of memory, each job at most once, as pieces of
+    ``k <= min(g_j, free)`` GPUs worth ``k / g_j`` of the job's unspread, unmoved worth at the
+    piece's grid point (sizes rounded down to units); and the cell updates it took."""
+    uc, um = units
+    cc, mm = cpus // uc, mem // um
+    dp = np.zeros((free + 1, cc + 1, mm + 1))
+    work = 0
+    for j in candidates:
+        speed = j.speed(gpu_type)
+        if not speed:
+            continue
+        c, m, thr = _profile_points(j, cache)
+        if instance.round.fair:
+            keep = thr >= j.demand_throughput * (1 - 1e-12)
+            c, m, thr = c[keep], m[keep], thr[keep]
+        worth = j.weight * speed * thr / j.demand_throughput
+        new = dp.copy()
+        for k in range(1, min(j.gpus, free) + 1):
+            for a, b, v in zip(((k * c) // uc).tolist(), ((k * m) // um).tolist(), (worth * (k / j.gpus)).tolist(), strict=True):
+                if a <= cc and b <= mm and v > 0:
+                    np.maximum(new[k:, a:, b:], dp[: free + 1 - k, : cc + 1 - a, : mm + 1 - b] + v, out=new[k:, a:, b:])
+                    work += dp[k:, a:, b:].size
+        dp = new
+    return dp.max(axis=0), work
+
+
+def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> float:
+    """An upper bound on the round's optimum where running jobs are pinned that shares each node's
+    cores and memory between its pinned jobs and the unpinned jobs that may fill its free GPUs
+    (``inf`` where it would take more than :data:`FILL_WORK` cell updates, or some pinned job has
+    no point that fits).
+
+    Each node with free GPUs is credited with the best set of *pieces* of unpinned jobs that fits
+    them and the cores and memory its pinned jobs leave, a piece being ``k`` of a job's ``g`` GPUs
+    at one grid point worth ``k / g`` of the job's worth there unspread and unmoved; a job may
+    be counted on several nodes (the relaxation), once on each. Pinned components are solved as
+    in :func:`pinned_worth_bound` with these tables added per node; nodes with no pinned job add
+    their table's best. Of the unpinned jobs alike in all but weight (profile, GPUs, speeds,
+    spread factor, demand), only the ``free`` heaviest can matter on a node with ``free`` GPUs:
+    any other in a node's best set can be swapped for a heavier one it leaves out, worth no less
+    at every point. ``formulations/incremental.md`` has the proof."""
+    pinned = [j for j in instance.jobs if j.pinned]
+    held = [0] * len(instance.nodes)
+    for j in pinned:
+        for nid, k in (j.placement or {}).items():
+            held[instance.node_idx(nid)] += k
+    free = [max(0, n.gpus - h) for n, h in zip(instance.nodes, held, strict=True)]
+    most = max(free, default=0)
+    classes: dict[tuple[Any, ...], list[Job]] = {}
+    for j in instance.jobs:
+        if not j.pinned:
+            speeds = tuple(sorted(j.gpu_speed.items())) if j.gpu_speed is not None else None
+            classes.setdefault((j.profile, j.gpus, speeds, j.spread_factor, j.demand_throughput), []).append(j)
+    ranked = [sorted(js, key=lambda j: -j.weight)[:most] for js in classes.values()]
+    tables: dict[tuple[Any, ...], np.ndarray] = {}
+    work = 0
+
+    def table(n: int) -> np.ndarray | None:
+        nonlocal work
+        node = instance.nodes[n]
+        key = (node.gpu_type, free[n], node.cpus, node.mem_gb)
+        if key not in tables:
+            candidates = [j for js in ranked for j in js[: free[n]]]
+            tables[key], spent = _fill_table(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
+                                             _units(node.cpus, node.mem_gb, TABLE_CELLS), candidates, cache)
+            work += spent
+        return None if work > FILL_WORK else tables[key]
+
+    total = 0.0
+    covered: set[int] = set()
+    for comp in _components([[instance.node_idx(n) for n in j.placement or {}] for j in pinned]):
+        nodes = {instance.node_idx(nid) for i in comp for nid in pinned[i].placement or {}}
+        covered |= nodes
+        starts: dict[int, np.ndarray] = {}
+        for n in nodes:
+            if free[n]:
+                t = table(n)
+                if t is None:
+                    return math.inf
+                starts[n] = t
+        if starts:
+            value = _component_bound(instance, [_pinned(instance, pinned[i], _factor(instance, pinned[i]), cache) for i in comp],
+                                     starts)
+        else:
+            value = _cached_component(instance, [pinned[i] for i in comp], cache)
+        total += value
+    for n in range(len(instance.nodes)):
+        if n not in covered and free[n]:
+            t = table(n)
+            if t is None:
+                return math.inf
+            total += float(t[-1, -1])
+    return total

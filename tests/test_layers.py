@@ -56,7 +56,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "heuristics": (
         "optsched.heuristics", "optsched.heuristics.common", "optsched.heuristics.fungible_greedy",
         "optsched.heuristics.fixed_demand", "optsched.heuristics.drf", "optsched.heuristics.sizing",
-        "optsched.heuristics.neighbourhoods", "optsched.heuristics.best_response", "optsched.quota_reclaim", "optsched.policy_repair",
+        "optsched.heuristics.neighbourhoods", "optsched.heuristics.best_response", "optsched.heuristics.node_refill",
+        "optsched.quota_reclaim", "optsched.policy_repair",
     ),
     "learned": (
         "optsched.learned", "optsched.learned.features", "optsched.learned.inference", "optsched.learned.decode",
