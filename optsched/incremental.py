@@ -54,11 +54,15 @@ from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.solve import solve_round
 
-__all__ = ["BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
+__all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
 
 #: policy families under which a round still ranks schedules by worth alone, so that a worth bound
 #: may end the round early (quotas, move budgets and pinned jobs only restrict the schedules)
 BOUND_FAMILIES = frozenset({"preemption", "quotas", "max_moves"})
+
+#: a round the search backoff would skip searches anyway when its gap is more than this many times
+#: the gap the last fruitless search left (a round that changed that much is not the same problem)
+BACKOFF_WIDER = 2.0
 
 #: the ``stats["incremental"]`` values: how a round was answered
 PATHS = ("cold", "reused", "carried", "searched", "skipped")
@@ -349,9 +353,11 @@ class RoundSolver:
         A :class:`RoundState` to resume from (e.g. a service session's).
     search_backoff
         The most rounds in a row that skip the search after searches that found nothing. A round
-        whose search (best responses, then the solver) does not improve the carried-over schedule
-        makes the chain skip the search in the next 1, 2, 4, ... rounds that are not closed by the
-        bound, up to this many; a search that improves resets it. ``0`` searches every round.
+        whose search (best responses, then the solver) does not improve the carried-over (or
+        refilled) schedule makes the chain skip the search in the next 1, 2, 4, ... rounds that
+        are not closed by the bound, up to this many, unless a round's gap is more than
+        :data:`BACKOFF_WIDER` times the one that search left; a search that improves resets it.
+        ``0`` searches every round.
 
     ``solve`` returns a :class:`~optsched.result.Result` whose ``stats["incremental"]`` says how
     the round was answered (:data:`PATHS`): ``cold`` (no usable previous round: a plain solve with
@@ -390,6 +396,7 @@ class RoundSolver:
         self._fit_cache: dict[tuple[Any, ...], Any] = {}  # fit factors and pinned jobs' points, between rounds (bounded)
         self.search_backoff = search_backoff
         self._skip, self._next_skip = 0, 1  # searches to skip now, and after the next fruitless one
+        self._skip_gap = 0.0  # the gap the last fruitless search left: wider rounds search anyway
 
     @property
     def state(self) -> RoundState | None:
@@ -469,7 +476,10 @@ class RoundSolver:
                 if value < (1.0 - self.gap_target) * bound - 1e-9:
                     bound = min(bound, fill_bound(instance, self._fit_cache) * (1 + 1e-9) + 1e-9)
             stats["knapsack_bound"] = bound
-            if value < (1.0 - self.gap_target) * bound - 1e-9 and self._skip > 0:
+            gap = 1.0 - value / bound if bound > 0 else 0.0
+            if value < (1.0 - self.gap_target) * bound - 1e-9:
+                stats["open_gap"] = gap
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and self._skip > 0 and gap <= BACKOFF_WIDER * self._skip_gap:
                 self._skip -= 1  # the last searches found nothing: skip this one (search_backoff)
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "backoff"})
@@ -487,7 +497,7 @@ class RoundSolver:
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "carried"})
             if "deterministic_time" not in self.options and time.perf_counter() - start > 0.75 * self.time_limit:
-                self._searched(value > report.objective * (1 + 1e-9))  # report: the carried-over (or refilled) schedule's
+                self._searched(value > report.objective * (1 + 1e-9), 1.0 - value / bound)  # report: the carried-over (or refilled) schedule's
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "time"})
         options = dict(self.options)
@@ -515,18 +525,21 @@ class RoundSolver:
                 status = Status.OPTIMAL
         if "carried_objective" in stats:
             base = stats.get("refilled_objective", stats["carried_objective"])
-            self._searched(objective > base * (1 + 1e-9) or status is Status.OPTIMAL)
+            self._searched(objective > base * (1 + 1e-9) or status is Status.OPTIMAL,
+                           1.0 - objective / bound if bound else math.inf)
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
 
-    def _searched(self, improved: bool) -> None:
+    def _searched(self, improved: bool, gap: float) -> None:
         """Set the backoff after a search (``search_backoff``): reset when it improved the
-        carried-over schedule (or proved it), else skip the next 1, 2, 4, ... unclosed rounds."""
+        carried-over (or refilled) schedule or proved it, else skip the next 1, 2, 4, ... unclosed
+        rounds whose gap is at most :data:`BACKOFF_WIDER` times ``gap``, the one it left."""
         if improved or not self.search_backoff:
             self._skip, self._next_skip = 0, 1
         else:
             self._skip = min(self._next_skip, self.search_backoff)
             self._next_skip = min(2 * self._next_skip, self.search_backoff)
+            self._skip_gap = gap
 
     def _refill(self, instance: Instance, hint: Schedule, value: float, report: CheckReport,
                 stats: dict[str, Any]) -> tuple[Schedule, float, CheckReport]:

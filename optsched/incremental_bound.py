@@ -260,15 +260,16 @@ def _profile_points(job: Job, cache: dict[tuple[Any, ...], Any] | None) -> tuple
 
 
 def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
-                candidates: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None) -> tuple[np.ndarray, int]:
+                candidates: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None, budget: float) -> tuple[np.ndarray | None, int]:
     """``S[c, m]``: the most unpinned ``candidates`` are worth on one node of ``gpu_type`` within
     ``free`` GPUs, ``c`` units of cores and ``m`` of memory, each job at most once, as pieces of
     ``k <= min(g_j, free)`` GPUs worth ``k / g_j`` of the job's unspread, unmoved worth at the
-    piece's grid point (sizes rounded down to units); and the cell updates it took."""
+    piece's grid point (sizes rounded down to units); and the cell updates it took. ``None``
+    (and no work) when that would exceed ``budget``. With one free GPU a node holds one piece, so
+    the table is a running maximum of the pieces' worth, with no programme."""
     uc, um = units
     cc, mm = cpus // uc, mem // um
-    dp = np.zeros((free + 1, cc + 1, mm + 1))
-    work = 0
+    pieces: list[list[tuple[int, int, int, float]]] = []
     for j in candidates:
         speed = j.speed(gpu_type)
         if not speed:
@@ -278,12 +279,25 @@ def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: in
             keep = thr >= j.demand_throughput * (1 - 1e-12)
             c, m, thr = c[keep], m[keep], thr[keep]
         worth = j.weight * speed * thr / j.demand_throughput
+        own = [(k, a, b, v) for k in range(1, min(j.gpus, free) + 1)
+               for a, b, v in zip(((k * c) // uc).tolist(), ((k * m) // um).tolist(), (worth * (k / j.gpus)).tolist(), strict=True)
+               if a <= cc and b <= mm and v > 0]
+        if own:
+            pieces.append(own)
+    if free == 1:
+        table = np.zeros((cc + 1, mm + 1))
+        for own in pieces:
+            for _k, a, b, v in own:
+                table[a, b] = max(table[a, b], v)
+        return np.maximum.accumulate(np.maximum.accumulate(table, axis=0), axis=1), table.size
+    work = sum(len(own) for own in pieces) * (free + 1) * (cc + 1) * (mm + 1)
+    if work > budget:
+        return None, 0
+    dp = np.zeros((free + 1, cc + 1, mm + 1))
+    for own in pieces:
         new = dp.copy()
-        for k in range(1, min(j.gpus, free) + 1):
-            for a, b, v in zip(((k * c) // uc).tolist(), ((k * m) // um).tolist(), (worth * (k / j.gpus)).tolist(), strict=True):
-                if a <= cc and b <= mm and v > 0:
-                    np.maximum(new[k:, a:, b:], dp[: free + 1 - k, : cc + 1 - a, : mm + 1 - b] + v, out=new[k:, a:, b:])
-                    work += dp[k:, a:, b:].size
+        for k, a, b, v in own:
+            np.maximum(new[k:, a:, b:], dp[: free + 1 - k, : cc + 1 - a, : mm + 1 - b] + v, out=new[k:, a:, b:])
         dp = new
     return dp.max(axis=0), work
 
@@ -291,8 +305,8 @@ def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: in
 def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> float:
     """An upper bound on the round's optimum where running jobs are pinned that shares each node's
     cores and memory between its pinned jobs and the unpinned jobs that may fill its free GPUs
-    (``inf`` where it would take more than :data:`FILL_WORK` cell updates, or some pinned job has
-    no point that fits).
+    (``inf`` where its tables would take more than :data:`FILL_WORK` cell updates, found before
+    they are built, or some pinned job has no point that fits).
 
     Each node with free GPUs is credited with the best set of *pieces* of unpinned jobs that fits
     them and the cores and memory its pinned jobs leave, a piece being ``k`` of a job's ``g`` GPUs
@@ -325,10 +339,13 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
         key = (node.gpu_type, free[n], node.cpus, node.mem_gb)
         if key not in tables:
             candidates = [j for js in ranked for j in js[: free[n]]]
-            tables[key], spent = _fill_table(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
-                                             _units(node.cpus, node.mem_gb, TABLE_CELLS), candidates, cache)
+            t, spent = _fill_table(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
+                                   _units(node.cpus, node.mem_gb, TABLE_CELLS), candidates, cache, FILL_WORK - work)
+            if t is None:
+                return None
+            tables[key] = t
             work += spent
-        return None if work > FILL_WORK else tables[key]
+        return tables[key]
 
     total = 0.0
     covered: set[int] = set()

@@ -10,7 +10,7 @@ import pytest
 from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.gen import generate
-from optsched.incremental import PATHS, RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
+from optsched.incremental import BACKOFF_WIDER, PATHS, RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
 from optsched.model import Instance
 from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig
@@ -97,7 +97,8 @@ def _chain_paths(search_backoff: int, time_limit: float = 0.1, deterministic: bo
         assert res.bound is None or res.bound >= res.objective - 1e-6
         base = res.stats.get("refilled_objective", res.stats.get("carried_objective"))  # what the search starts from
         improved = base is not None and (res.objective > base * (1 + 1e-9) or res.status.value == "optimal")
-        out.append((res.stats["incremental"], res.stats.get("skipped"), improved))
+        left = 1.0 - res.objective / res.bound if res.bound else 0.0  # the gap the round left
+        out.append((res.stats["incremental"], res.stats.get("skipped"), improved, res.stats.get("open_gap"), left))
         return res
 
     simulate(_workload(nodes, sizes, probs, span_h=span), nodes, policies.get_policy("fifo"), alloc,
@@ -106,30 +107,31 @@ def _chain_paths(search_backoff: int, time_limit: float = 0.1, deterministic: bo
 
 
 def test_search_backoff_skips_after_fruitless_searches_doubling_up_to_its_cap():
-    """After a search that does not improve the carried-over (or refilled) schedule, the chain skips the search
-    in the next 1, 2, 4, ... rounds not closed by the bound (at most ``search_backoff``), and a
-    search that improves resets it; ``search_backoff=0`` searches every such round."""
-    assert all(p != "skipped" for p, _, _ in _chain_paths(0))
+    """After a search that does not improve the carried-over (or refilled) schedule, the chain
+    skips the search in the next 1, 2, 4, ... rounds not closed by the bound (at most
+    ``search_backoff``) whose gap is at most ``BACKOFF_WIDER`` times the one that search left, and
+    a search that improves resets it; ``search_backoff=0`` searches every such round."""
+    assert all(r[0] != "skipped" for r in _chain_paths(0))
     rounds = _chain_paths(2)
-    assert any(p == "skipped" for p, _, _ in rounds)
-    skip, nxt = 0, 1
-    for path, why, improved in rounds:
+    assert any(r[0] == "skipped" for r in rounds)
+    skip, nxt, ref = 0, 1, 0.0
+    for path, why, improved, open_gap, left in rounds:
         if path in ("cold", "reused", "carried"):
             continue
-        if skip:
+        if skip and open_gap <= BACKOFF_WIDER * ref:
             assert (path, why) == ("skipped", "backoff")
             skip -= 1
             continue
         assert path == "searched" or why == "time"
-        skip, nxt = (0, 1) if improved else (min(nxt, 2), min(2 * nxt, 2))
+        skip, nxt, ref = (0, 1, ref) if improved else (min(nxt, 2), min(2 * nxt, 2), left)
 
 
 def test_a_search_that_would_overrun_the_time_limit_is_skipped_unless_deterministic():
     """Where the best responses leave less than a quarter of the round's time limit, the round
     returns their schedule with the knapsack bound (``skipped``: ``time``); with
     ``deterministic_time`` the chain searches anyway, so that it stays reproducible."""
-    assert ("skipped", "time") in {(p, w) for p, w, _ in _chain_paths(0, time_limit=1e-6, deterministic=False)}
-    assert all(w != "time" for _, w, _ in _chain_paths(0, time_limit=1e-6, deterministic=True))
+    assert ("skipped", "time") in {r[:2] for r in _chain_paths(0, time_limit=1e-6, deterministic=False)}
+    assert all(r[1] != "time" for r in _chain_paths(0, time_limit=1e-6, deterministic=True))
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, True, "8", None])

@@ -137,3 +137,50 @@ def test_the_component_value_is_cached_between_rounds():
         inst = _pinned_round(seed)
         assert pinned_worth_bound(inst, cache) == pinned_worth_bound(inst)
     assert any(k[0] == "pinned-component" for k in cache)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_fill_bound_is_at_least_the_proven_optimum(seed, monkeypatch):
+    """Sharing each node's cores and memory between its pinned jobs and the unpinned jobs that
+    may fill its free GPUs stays an upper bound: never below CP-SAT's proven optimum, also with
+    coarse node tables and gangs cut into per-node copies."""
+    inst = _pinned_round(seed, waiting=4)
+    res = _optimum(inst)
+    assert incremental_bound.fill_bound(inst) >= res.objective - 1e-9
+    monkeypatch.setattr(incremental_bound, "ENUM_LIMIT", 1)
+    monkeypatch.setattr(incremental_bound, "TABLE_CELLS", 5)
+    assert incremental_bound.fill_bound(inst) >= res.objective - 1e-9
+
+
+def _squeeze(gpus: int = 4) -> Instance:
+    """One node of ``gpus`` GPUs (4 by default), 8 cores and 100 GB: a pinned job on 3 GPUs whose fast point takes 2
+    cores per GPU, and a waiting 1-GPU job that is worth much more at 4 cores than at 2. The best
+    schedule slows the pinned job down (1 core per GPU) so that the new job gets 4 cores."""
+    slow = {"cpus_per_gpu": [1, 2], "mem_per_gpu_gb": [10], "throughput": [[0.9], [1.0]]}
+    fast = {"cpus_per_gpu": [2, 4], "mem_per_gpu_gb": [10], "throughput": [[1.0], [3.0]]}
+    return Instance.from_dict({
+        "version": 2, "name": "squeeze", "round": {"duration_s": 300},
+        "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": gpus, "cpus": 8, "mem_gb": 100}],
+        "jobs": [{"id": "pinned", "gpus": 3, "weight": 1.0, "profile": slow, "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10},
+                  "placement": {"n0": 3}, "preemptible": False},
+                 {"id": "new", "gpus": 1, "weight": 1.0, "profile": fast, "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10}}]})
+
+
+def test_the_fill_bound_shares_a_node_between_pinned_and_waiting_jobs():
+    """On the squeeze round the pinned-jobs bound counts both at their fast points (1 + 3); the
+    fill bound sees that they share 8 cores and is the optimum (0.9 + 3)."""
+    inst = _squeeze()
+    res = _optimum(inst)
+    assert res.objective == pytest.approx(3.9)
+    assert gpu_knapsack_bound(inst) == pytest.approx(4.0, rel=1e-6)
+    assert incremental_bound.fill_bound(inst) == pytest.approx(res.objective, rel=1e-9)
+
+
+def test_the_fill_bound_gives_up_beyond_its_work_limit(monkeypatch):
+    """With two free GPUs the node's table is a dynamic programme, which the work limit stops
+    before it is built (one free GPU needs only a running maximum)."""
+    inst = _squeeze(gpus=5)
+    assert incremental_bound.fill_bound(inst) == pytest.approx(_optimum(inst).objective, rel=1e-9)
+    monkeypatch.setattr(incremental_bound, "FILL_WORK", 0)
+    assert incremental_bound.fill_bound(inst) == float("inf")
+    assert incremental_bound.fill_bound(_squeeze()) == pytest.approx(3.9)

@@ -130,6 +130,8 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         if info is not None:
             info["drf_level"] = level
     for job in order:
+        if not knapsack and not cl.free_g.any():  # every GPU is taken: no later job can be placed
+            break
         admit(job)
     if knapsack:
         knapsack_place(instance, cl, chosen, lean)

@@ -33,25 +33,44 @@ __all__ = ["MAX_CELLS", "node_refill"]
 MAX_CELLS = 400_000
 
 
-def _options(instance: Instance, job: Job, node: Any, gpus: int, cap_c: int, cap_m: int) -> list[tuple[int, int, float]]:
-    """``job``'s grid points on ``node`` with ``gpus`` GPUs as (cores, GB, worth), those that fit
-    the node's room alone and are not dominated (no less of either and worth no more)."""
-    out = []
-    moved = job.placement is not None and dict(job.placement) != {node.id: gpus}
-    for c, m, thr in job.profile.points():
-        if thr <= 0 or gpus * c > cap_c or gpus * m > cap_m:
-            continue
-        if instance.round.fair and thr < job.demand_throughput * (1 - 1e-12):
-            continue
-        v = job_value(instance, job, node.gpu_type, c, m, 1, moved)
-        if v > 0:
-            out.append((gpus * c, gpus * m, v))
-    out.sort(key=lambda o: (o[0], o[1], -o[2]))
-    kept: list[tuple[int, int, float]] = []
-    for o in out:
-        if not any(k[0] <= o[0] and k[1] <= o[1] and k[2] >= o[2] for k in kept):
-            kept.append(o)
-    return kept
+def _options(instance: Instance, job: Job, node: Any, cap_c: int, cap_m: int) -> list[tuple[int, int, float]]:
+    """``job``'s grid points on ``node`` alone as (cores, GB, worth) for all its GPUs, those that
+    fit the node's room and are not dominated (no less of either and worth no more)."""
+    g = job.gpus
+    pts = _points(job)
+    if pts is None:
+        return []
+    c, m, thr = pts
+    keep = (g * c <= cap_c) & (g * m <= cap_m)
+    if instance.round.fair:
+        keep &= thr >= job.demand_throughput * (1 - 1e-12)
+    if not keep.any():
+        return []
+    moved = job.placement is not None and dict(job.placement) != {node.id: g}
+    one = float(thr[keep][0])  # worth is throughput times a factor fixed for the job on this node
+    factor = job_value(instance, job, node.gpu_type, int(c[keep][0]), int(m[keep][0]), 1, moved) / one
+    return list(zip((g * c[keep]).tolist(), (g * m[keep]).tolist(), (factor * thr[keep]).tolist(), strict=True))
+
+
+def _points(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The job's profile points (cores per GPU, GB per GPU, throughput) of positive throughput
+    that no other point dominates (no more of either resource and at least as fast), built once
+    per profile; None when there is none."""
+    prof = job.profile
+    out = prof.__dict__.get("_refill_points")
+    if out is None:
+        pts = prof.points()
+        c = np.array([p[0] for p in pts], dtype=np.int64)
+        m = np.array([p[1] for p in pts], dtype=np.int64)
+        thr = np.array([p[2] for p in pts], dtype=np.float64)
+        keep = thr > 0
+        c, m, thr = c[keep], m[keep], thr[keep]
+        dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
+                     & ((c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])))
+        keep = ~dominated.any(axis=1)
+        out = (c[keep], m[keep], thr[keep]) if keep.any() else ()
+        object.__setattr__(prof, "_refill_points", out)
+    return out or None
 
 
 def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]]) -> list[int | None] | None:
@@ -120,16 +139,17 @@ def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None 
         spanning = [a for _, a in here if len(a.nodes) > 1]
         room = (node.gpus - sum(a.nodes[nid] for a in spanning), node.cpus - sum(a.nodes[nid] * a.cpus_per_gpu for a in spanning),
                 node.mem_gb - sum(a.nodes[nid] * a.mem_per_gpu_gb for a in spanning))
-        if min(room) < 0:
-            continue
         free = room[0] - sum(instance.job(jid).gpus for jid, _ in alone if instance.job(jid).pinned)
+        if min(room) < 0 or free < 0:
+            continue
         offered = [instance.job(jid) for jid, _ in alone]
         taken = set(jobs)
         for js in ranked:
             fits = [j for j in js if j.gpus <= free and j.id not in taken and (j.gpu_speed is None or node.gpu_type in j.gpu_speed)]
             offered += fits[: free // fits[0].gpus] if fits else []
-        items = [(j.pinned, _options(instance, j, node, j.gpus, room[1], room[2]), j.gpus) for j in offered]
-        choice = _solve_node(room, items)
+        # pinned jobs keep their GPUs: the table's GPU axis counts only the others'
+        items = [(j.pinned, _options(instance, j, node, room[1], room[2]), 0 if j.pinned else j.gpus) for j in offered]
+        choice = _solve_node((free, room[1], room[2]), items)
         if choice is None:
             continue
         now = sum(assignment_value(instance, instance.job(jid), a) for jid, a in alone)
@@ -138,8 +158,8 @@ def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None 
             continue
         for jid, _ in alone:
             del jobs[jid]
-        for j, k, (_, opts, g) in zip(offered, choice, items, strict=True):
+        for j, k, (_, opts, _g) in zip(offered, choice, items, strict=True):
             if k is not None:
                 c, m, _v = opts[k]
-                jobs[j.id] = Assignment({nid: g}, c // g, m // g)
+                jobs[j.id] = Assignment({nid: j.gpus}, c // j.gpus, m // j.gpus)
     return Schedule(schedule.instance, jobs)
