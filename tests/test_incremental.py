@@ -10,7 +10,15 @@ import pytest
 from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.gen import generate
-from optsched.incremental import BACKOFF_WIDER, PATHS, RoundSolver, RoundState, carry_over, gpu_knapsack_bound, round_key
+from optsched.incremental import (
+    BACKOFF_WIDER,
+    PATHS,
+    RoundSolver,
+    RoundState,
+    carry_over,
+    gpu_knapsack_bound,
+    round_key,
+)
 from optsched.model import Instance
 from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig

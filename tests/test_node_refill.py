@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from test_incremental_bound import _pinned_round, _squeeze
 
 from optsched.checker import check_schedule
 from optsched.heuristics import node_refill as node_refill_module
@@ -10,7 +11,6 @@ from optsched.heuristics.node_refill import node_refill
 from optsched.incremental import RoundSolver
 from optsched.schedule import Assignment, Schedule
 from optsched.solve import solve_round
-from test_incremental_bound import _pinned_round, _squeeze
 
 FAST = {"num_workers": 1}
 
