@@ -44,7 +44,7 @@ from optsched.errors import InputError, safe_text
 from optsched.exact.core import greedy_starts
 from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
-from optsched.heuristics.node_refill import node_refill
+from optsched.heuristics.node_refill import gang_ascent, node_refill
 from optsched.incremental_bound import fill_bound, pinned_worth_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
@@ -483,6 +483,16 @@ class RoundSolver:
                 self._skip -= 1  # the last searches found nothing: skip this one (search_backoff)
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "backoff"})
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and any(j.pinned for j in instance.jobs):
+                # a round that searches first moves the pinned gangs' grid points (gang_ascent);
+                # the backoff then counts from there, so that this cheap step alone does not
+                # keep the costly ones below running every round
+                ascended = gang_ascent(instance, hint)
+                if ascended.jobs != hint.jobs:
+                    checked = check_schedule(instance, ascended)
+                    if not checked and checked.objective > value * (1 + 1e-12):
+                        hint, value, report = ascended, checked.objective, checked
+                        stats["refilled_objective"] = stats["improved_objective"] = value
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 # before any search: single-job best responses from the carried-over schedule, from
                 # fungible-greedy's own (its fixed-demand pass places gangs that the fungible

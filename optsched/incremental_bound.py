@@ -235,7 +235,7 @@ def pinned_worth_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | N
 
 
 #: most cell updates one fill bound spends on its tables (beyond: no fill bound, ``inf``)
-FILL_WORK = 30_000_000
+FILL_WORK = 10_000_000
 
 
 def _profile_points(job: Job, cache: dict[tuple[Any, ...], Any] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from test_incremental_bound import _pinned_round, _squeeze
+from test_incremental_bound import _gang_and_single, _pinned_round, _squeeze
 
 from optsched.checker import check_schedule
 from optsched.heuristics import node_refill as node_refill_module
-from optsched.heuristics.node_refill import node_refill
+from optsched.heuristics.node_refill import gang_ascent, node_refill
 from optsched.incremental import RoundSolver
 from optsched.schedule import Assignment, Schedule
 from optsched.solve import solve_round
@@ -57,10 +57,10 @@ def test_refill_reaches_the_optimum_on_most_small_pinned_rounds():
     assert hits >= 8
 
 
-def test_a_node_whose_table_is_too_large_is_left_as_it_is(monkeypatch):
+def test_a_node_whose_programme_is_too_large_is_left_as_it_is(monkeypatch):
     inst = _squeeze()
     start = Schedule(inst.name, {"pinned": Assignment({"n0": 3}, 2, 10)})
-    monkeypatch.setattr(node_refill_module, "MAX_CELLS", 1)
+    monkeypatch.setattr(node_refill_module, "NODE_WORK", 1)
     assert node_refill(inst, start).jobs == start.jobs
 
 
@@ -76,3 +76,33 @@ def test_a_round_chain_refills_a_round_with_pinned_jobs():
     assert not check_schedule(inst, res.schedule)
     assert res.objective == pytest.approx(3.9)
     assert res.stats["incremental"] == "carried" and res.status.value == "optimal"
+
+
+def test_gang_ascent_trades_a_single_job_s_point_for_a_gang_s():
+    """A pinned gang over two nodes at its slow point and a pinned single job on the first node
+    at its fast one (worth 2.0): refilling the nodes with the gang's point fixed changes nothing,
+    and moving the gang to its fast point and the single job to its slow one is the optimum (2.5)."""
+    inst = _gang_and_single()
+    start = Schedule(inst.name, {"gang": Assignment({"n0": 2, "n1": 2}, 2, 10), "single": Assignment({"n0": 1}, 2, 40)})
+    assert check_schedule(inst, start).objective == pytest.approx(2.0)
+    assert node_refill(inst, start, nodes=["n0", "n1"]).jobs == start.jobs
+    out = gang_ascent(inst, start)
+    report = check_schedule(inst, out)
+    assert not report
+    assert report.objective == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_gang_ascent_keeps_schedules_feasible_and_never_lowers_their_worth(seed):
+    """From the refilled fungible-greedy schedule on the small pinned rounds, gang ascent's
+    result passes the checker, keeps every pinned job where it runs and is worth no less."""
+    inst = _pinned_round(seed, waiting=4)
+    start = node_refill(inst, solve_round(inst, solver="fungible-greedy").schedule)
+    before = check_schedule(inst, start).objective
+    out = gang_ascent(inst, start)
+    after = check_schedule(inst, out)
+    assert not after, after
+    assert after.objective >= before - 1e-9
+    for j in inst.jobs:
+        if j.pinned:
+            assert dict(out.jobs[j.id].nodes) == dict(j.placement)

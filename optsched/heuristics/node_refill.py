@@ -3,8 +3,8 @@
 On one node, the jobs a schedule places there alone are re-chosen together with the waiting jobs
 that could fill the node's GPUs: each pinned job keeps its GPUs and may change its grid point;
 each other job there alone may change its point or leave; waiting jobs (not running, not
-scheduled elsewhere) may enter whole at any point. Jobs that span this node and others keep
-what they hold. A dynamic programme over the node's (GPUs, cores, memory) left, one layer per job,
+scheduled elsewhere, not elastic) may enter whole at any point. Jobs that span this node and
+others, and elastic ones, keep what they hold. A dynamic programme over the node's (GPUs, cores, memory) left, one layer per job,
 finds the best such choice, and it replaces the node's part of the schedule when it is worth
 strictly more. Nodes are visited in order; each sees the schedule the previous ones left.
 
@@ -27,10 +27,11 @@ from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
 
-__all__ = ["MAX_CELLS", "node_refill"]
+__all__ = ["NODE_WORK", "gang_ascent", "node_refill"]
 
-#: most cells of one node's (GPUs, cores, memory) table (a node above it is left as it is)
-MAX_CELLS = 400_000
+#: most cell updates of one node's programme, its (GPUs, cores, memory) table's cells times the
+#: options of its jobs (a node above it is left as it is: about 20 ms)
+NODE_WORK = 20_000_000
 
 
 def _options(instance: Instance, job: Job, node: Any, cap_c: int, cap_m: int) -> list[tuple[int, int, float]]:
@@ -73,18 +74,21 @@ def _points(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     return out or None
 
 
-def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]]) -> list[int | None] | None:
-    """The best choice of one option per item (``None``: left out, allowed unless the item is
-    mandatory) within ``room`` (GPUs, cores, GB); items are ``(mandatory, options, gpus)``.
-    ``None`` when the table would exceed :data:`MAX_CELLS` or no choice fits."""
+def _tables(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]],
+            sizes: tuple[list[int], list[int]] = ([], [])) -> tuple[list[np.ndarray], tuple[int, int]] | None:
+    """The programme of one node: ``tables[i][g, c, m]`` is the most the first ``i`` items (each
+    ``(mandatory, options (cores, GB, worth), gpus)``; one option each, or none unless mandatory)
+    are worth within ``g`` GPUs, ``c`` and ``m`` units of cores and memory, ``room`` bounding
+    them. The units are the greatest common divisors of every size involved (``sizes``: more
+    cores and GB amounts the caller will look up), so the programme is exact. ``None`` when it
+    would take more than :data:`NODE_WORK` cell updates."""
     G, C, M = room
-    sizes = [s for _, opts, _ in items for o in opts for s in o[:2]] + [C, M]
-    uc = math.gcd(*[s for s in sizes[0::2]]) or 1
-    um = math.gcd(*[s for s in sizes[1::2]]) or 1
+    uc = math.gcd(C, *sizes[0], *(o[0] for _, opts, _ in items for o in opts)) or 1
+    um = math.gcd(M, *sizes[1], *(o[1] for _, opts, _ in items for o in opts)) or 1
     cc, mm = C // uc, M // um
-    if (G + 1) * (cc + 1) * (mm + 1) > MAX_CELLS:
+    if (G + 1) * (cc + 1) * (mm + 1) * max(1, sum(len(opts) for _, opts, _ in items)) > NODE_WORK:
         return None
-    tables = [np.zeros((G + 1, cc + 1, mm + 1))]  # tables[i]: the best of the first i items within each room
+    tables = [np.zeros((G + 1, cc + 1, mm + 1))]
     for mandatory, opts, g in items:
         dp = tables[-1]
         new = np.full_like(dp, -np.inf) if mandatory else dp.copy()
@@ -93,11 +97,18 @@ def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[i
             if g <= G and a <= cc and b <= mm:
                 np.maximum(new[g:, a:, b:], dp[: G + 1 - g, : cc + 1 - a, : mm + 1 - b] + v, out=new[g:, a:, b:])
         tables.append(new)
-    if not np.isfinite(tables[-1][G, cc, mm]):
+    return tables, (uc, um)
+
+
+def _read(tables: list[np.ndarray], units: tuple[int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]],
+          state: tuple[int, int, int]) -> list[int | None] | None:
+    """A choice (an option index or ``None`` per item) attaining ``tables[-1][state]``; ``None``
+    when no choice fits."""
+    if not np.isfinite(tables[-1][state]):
         return None
-    state = (G, cc, mm)
+    uc, um = units
     choice: list[int | None] = [None] * len(items)
-    for i in range(len(items) - 1, -1, -1):  # read the choice back, last item first
+    for i in range(len(items) - 1, -1, -1):  # last item first
         target, before = tables[i + 1][state], tables[i]
         tol = 1e-9 * max(1.0, abs(target))
         mandatory, opts, g = items[i]
@@ -113,53 +124,187 @@ def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[i
     return choice
 
 
-def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None = None) -> Schedule:
-    """``schedule`` with each node in turn (``nodes``, default: those with a GPU not held by a
-    pinned job or a job spanning several nodes) re-solved as the module text says. The result is
-    worth at least as much; check it with :func:`optsched.check_schedule` before use."""
-    jobs = dict(schedule.jobs)
-    fixed_gpus = dict.fromkeys((n.id for n in instance.nodes), 0)
-    for jid, a in jobs.items():
-        j = instance.job(jid)
-        if j.pinned or len(a.nodes) > 1:
-            for nid, k in a.nodes.items():
-                fixed_gpus[nid] += k
-    if nodes is None:
-        nodes = [n.id for n in instance.nodes if n.gpus > fixed_gpus[n.id]]
-    waiting = [j for j in instance.jobs if j.placement is None]
+def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]]) -> list[int | None] | None:
+    """The best choice of one option per item within ``room`` (:func:`_tables`); ``None`` when
+    that would take more than :data:`NODE_WORK` cell updates or no choice fits."""
+    built = _tables(room, items)
+    if built is None:
+        return None
+    tables, units = built
+    return _read(tables, units, items, (room[0], room[1] // units[0], room[2] // units[1]))
+
+
+def _movable(job: Job, a: Assignment) -> bool:
+    """Whether the refill may re-choose ``job``'s assignment ``a``: on one node, at the job's
+    nominal size (an elastic job keeps the size it has)."""
+    return len(a.nodes) == 1 and job.elastic is None and a.gpus == job.gpus
+
+
+def _ranked(instance: Instance) -> list[list[Job]]:
+    """The waiting jobs (not running, not elastic) by class (alike in all but weight), heaviest first."""
     classes: dict[tuple[Any, ...], list[Job]] = {}
-    for j in waiting:
-        speeds = tuple(sorted(j.gpu_speed.items())) if j.gpu_speed is not None else None
-        classes.setdefault((j.profile, j.gpus, speeds, j.spread_factor, j.demand_throughput), []).append(j)
-    ranked = [sorted(js, key=lambda j: -j.weight) for js in classes.values()]
+    for j in instance.jobs:
+        if j.placement is None and j.elastic is None:
+            speeds = tuple(sorted(j.gpu_speed.items())) if j.gpu_speed is not None else None
+            classes.setdefault((j.profile, j.gpus, speeds, j.spread_factor, j.demand_throughput), []).append(j)
+    return [sorted(js, key=lambda j: -j.weight) for js in classes.values()]
+
+
+Items = list[tuple[bool, list[tuple[int, int, float]], int]]
+
+
+def _node_part(instance: Instance, jobs: dict[str, Assignment], nid: str, ranked: list[list[Job]],
+               keep: set[str] = frozenset()) -> tuple[list[str], list[Job], Items, tuple[int, int, int]] | None:
+    """What a node's programme re-chooses: the ids of the jobs the schedule places there alone,
+    the jobs offered (those, then the heaviest waiting ones of each class that fit the GPUs the
+    pinned ones leave), their items, and the room (free GPUs for the unpinned ones, cores, GB)
+    left by the jobs held as they are (spanning several nodes or elastic; not those in ``keep``,
+    whose use the caller counts). ``None`` for an empty node (the schedule's completion already
+    offered it every waiting job) or one far beyond :data:`NODE_WORK`."""
+    node = instance.node(nid)
+    here = [(jid, a) for jid, a in jobs.items() if nid in a.nodes]
+    if not here:
+        return None
+    alone = [jid for jid, a in here if _movable(instance.job(jid), a)]
+    held = [a for jid, a in here if not _movable(instance.job(jid), a) and jid not in keep]
+    room_g = node.gpus - sum(a.nodes[nid] for jid, a in here if not _movable(instance.job(jid), a))
+    cpus = node.cpus - sum(a.nodes[nid] * a.cpus_per_gpu for a in held)
+    mem = node.mem_gb - sum(a.nodes[nid] * a.mem_per_gpu_gb for a in held)
+    free = room_g - sum(instance.job(jid).gpus for jid in alone if instance.job(jid).pinned)
+    if min(room_g, cpus, mem, free) < 0:
+        return None
+    offered = [instance.job(jid) for jid in alone]
+    for js in ranked:
+        fits = [j for j in js if j.gpus <= free and j.id not in jobs and (j.gpu_speed is None or node.gpu_type in j.gpu_speed)]
+        offered += fits[: free // fits[0].gpus] if fits else []
+    cells = (free + 1) * (cpus + 1) * (mem + 1)  # before the units: an upper bound
+    if cells * sum(len(p[0]) for j in offered if (p := _points(j)) is not None) > NODE_WORK * 64:
+        return None  # far beyond the work limit whatever the units: spare building the options
+    # pinned jobs keep their GPUs: the table's GPU axis counts only the others'
+    items = [(j.pinned, _options(instance, j, node, cpus, mem), 0 if j.pinned else j.gpus) for j in offered]
+    return alone, offered, items, (free, cpus, mem)
+
+
+def _apply(jobs: dict[str, Assignment], nid: str, alone: list[str], offered: list[Job], items: Items, choice: list[int | None]) -> None:
+    for jid in alone:
+        del jobs[jid]
+    for j, k, (_, opts, _g) in zip(offered, choice, items, strict=True):
+        if k is not None:
+            c, m, _v = opts[k]
+            jobs[j.id] = Assignment({nid: j.gpus}, c // j.gpus, m // j.gpus)
+
+
+def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None = None, force: bool = False) -> Schedule:
+    """``schedule`` with each node in turn (``nodes``, default: those with a GPU not held by a
+    pinned job, a job spanning several nodes or an elastic job) re-solved as the module text
+    says. The result is worth at least as much; check it with :func:`optsched.check_schedule`
+    before use. With ``force`` each node's part is replaced by its best choice even when that is
+    worth no more (for a schedule whose gangs were just given other grid points, where the
+    node's old part may no longer fit)."""
+    jobs = dict(schedule.jobs)
+    if nodes is None:
+        fixed = dict.fromkeys((n.id for n in instance.nodes), 0)
+        for jid, a in jobs.items():
+            j = instance.job(jid)
+            if j.pinned or not _movable(j, a):
+                for nid, k in a.nodes.items():
+                    fixed[nid] += k
+        nodes = [n.id for n in instance.nodes if n.gpus > fixed[n.id]]
+    ranked = _ranked(instance)
     for nid in nodes:
-        node = instance.node(nid)
-        here = [(jid, a) for jid, a in jobs.items() if nid in a.nodes]
-        alone = [(jid, a) for jid, a in here if len(a.nodes) == 1]
-        spanning = [a for _, a in here if len(a.nodes) > 1]
-        room = (node.gpus - sum(a.nodes[nid] for a in spanning), node.cpus - sum(a.nodes[nid] * a.cpus_per_gpu for a in spanning),
-                node.mem_gb - sum(a.nodes[nid] * a.mem_per_gpu_gb for a in spanning))
-        free = room[0] - sum(instance.job(jid).gpus for jid, _ in alone if instance.job(jid).pinned)
-        if min(room) < 0 or free < 0:
+        part = _node_part(instance, jobs, nid, ranked)
+        if part is None:
             continue
-        offered = [instance.job(jid) for jid, _ in alone]
-        taken = set(jobs)
-        for js in ranked:
-            fits = [j for j in js if j.gpus <= free and j.id not in taken and (j.gpu_speed is None or node.gpu_type in j.gpu_speed)]
-            offered += fits[: free // fits[0].gpus] if fits else []
-        # pinned jobs keep their GPUs: the table's GPU axis counts only the others'
-        items = [(j.pinned, _options(instance, j, node, room[1], room[2]), 0 if j.pinned else j.gpus) for j in offered]
-        choice = _solve_node((free, room[1], room[2]), items)
+        alone, offered, items, room = part
+        choice = _solve_node(room, items)
         if choice is None:
             continue
-        now = sum(assignment_value(instance, instance.job(jid), a) for jid, a in alone)
+        now = sum(assignment_value(instance, instance.job(jid), jobs[jid]) for jid in alone)
         new_value = sum(items[i][1][k][2] for i, k in enumerate(choice) if k is not None)
-        if new_value <= now * (1 + 1e-9) + 1e-12:
-            continue
-        for jid, _ in alone:
-            del jobs[jid]
-        for j, k, (_, opts, _g) in zip(offered, choice, items, strict=True):
-            if k is not None:
-                c, m, _v = opts[k]
-                jobs[j.id] = Assignment({nid: j.gpus}, c // j.gpus, m // j.gpus)
+        if force or new_value > now * (1 + 1e-9) + 1e-12:
+            _apply(jobs, nid, alone, offered, items, choice)
     return Schedule(schedule.instance, jobs)
+
+
+def gang_ascent(instance: Instance, schedule: Schedule, passes: int = 2) -> Schedule:
+    """``schedule`` with its pinned gangs' grid points improved one gang at a time: each node
+    they span gets its programme's table (what the jobs there alone and the waiting jobs that
+    may fill it are worth within any cores and memory the gangs leave), and a gang moves to the
+    point where its own worth plus its nodes' tables is highest, given the other gangs; up to
+    ``passes`` rounds over the gangs. The nodes of the gangs that moved are then refilled
+    (``force``). Check the result with :func:`optsched.check_schedule` before use."""
+    jobs = dict(schedule.jobs)
+    gangs = [jid for jid, a in jobs.items() if instance.job(jid).pinned and len(a.nodes) > 1 and instance.job(jid).elastic is None]
+    if not gangs:
+        return schedule
+    options: dict[str, list[tuple[int, int, float]]] = {}
+    for g in gangs:
+        job, a = instance.job(g), jobs[g]
+        pts = _points(job)
+        ns = [instance.node(n) for n in a.nodes]
+        if pts is None or len({n.gpu_type for n in ns}) != 1:
+            continue
+        c, m, thr = pts
+        fit = np.ones(len(c), dtype=bool)
+        for n in ns:
+            fit &= (a.nodes[n.id] * c <= n.cpus) & (a.nodes[n.id] * m <= n.mem_gb)
+        if instance.round.fair:
+            fit &= thr >= job.demand_throughput * (1 - 1e-12)
+        if not fit.any():
+            continue
+        factor = job_value(instance, job, ns[0].gpu_type, int(c[fit][0]), int(m[fit][0]), len(ns), False) / float(thr[fit][0])
+        options[g] = list(zip(c[fit].tolist(), m[fit].tolist(), (factor * thr[fit]).tolist(), strict=True))
+    movable = set(options)
+    ranked = _ranked(instance)
+    tables: dict[str, tuple[np.ndarray, tuple[int, int], int, int]] = {}
+    for nid in sorted({n for g in movable for n in jobs[g].nodes}):
+        part = _node_part(instance, jobs, nid, ranked, keep=movable)
+        on = [g for g in movable if nid in jobs[g].nodes]
+        if part is None:
+            movable -= set(on)
+            continue
+        _alone, _offered, items, (free, cpus, mem) = part
+        sizes = ([jobs[g].nodes[nid] * o[0] for g in on for o in options[g]], [jobs[g].nodes[nid] * o[1] for g in on for o in options[g]])
+        built = _tables((free, cpus, mem), items, sizes)
+        if built is None:
+            movable -= set(on)
+            continue
+        tabs, units = built
+        tables[nid] = (tabs[-1][free], units, cpus, mem)
+    use = {nid: [0, 0] for nid in tables}
+    for g in movable:
+        for nid, k in jobs[g].nodes.items():
+            if nid in use:
+                use[nid][0] += k * jobs[g].cpus_per_gpu
+                use[nid][1] += k * jobs[g].mem_per_gpu_gb
+
+    def worth(nid: str, dc: int, dm: int) -> float:
+        table, (uc, um), cpus, mem = tables[nid]
+        left_c, left_m = cpus - use[nid][0] - dc, mem - use[nid][1] - dm
+        return -math.inf if left_c < 0 or left_m < 0 else float(table[left_c // uc, left_m // um])
+
+    moved: set[str] = set()
+    for _ in range(passes):
+        better = False
+        for g in sorted(movable):
+            a = jobs[g]
+            if any(nid not in tables for nid in a.nodes):
+                continue
+            now = sum(worth(nid, 0, 0) for nid in a.nodes) + assignment_value(instance, instance.job(g), a)
+            best, pick = now, None
+            for c, m, v in options[g]:
+                total = v + sum(worth(nid, k * (c - a.cpus_per_gpu), k * (m - a.mem_per_gpu_gb)) for nid, k in a.nodes.items())
+                if total > best * (1 + 1e-9) + 1e-12:
+                    best, pick = total, (c, m)
+            if pick is not None:
+                for nid, k in a.nodes.items():
+                    use[nid][0] += k * (pick[0] - a.cpus_per_gpu)
+                    use[nid][1] += k * (pick[1] - a.mem_per_gpu_gb)
+                jobs[g] = Assignment(a.nodes, pick[0], pick[1])
+                moved.add(g)
+                better = True
+        if not better:
+            break
+    if not moved:
+        return schedule
+    return node_refill(instance, Schedule(schedule.instance, jobs), nodes=sorted({n for g in moved for n in jobs[g].nodes}), force=True)
