@@ -30,8 +30,8 @@ from optsched.values import assignment_value, job_value
 __all__ = ["NODE_WORK", "gang_ascent", "node_refill"]
 
 #: most cell updates of one node's programme, its (GPUs, cores, memory) table's cells times the
-#: options of its jobs (a node above it is left as it is: about 20 ms)
-NODE_WORK = 20_000_000
+#: options of its jobs (a node above it is left as it is: about 60 ms)
+NODE_WORK = 60_000_000
 
 
 def _options(instance: Instance, job: Job, node: Any, cap_c: int, cap_m: int) -> list[tuple[int, int, float]]:
