@@ -238,29 +238,8 @@ def pinned_worth_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | N
 FILL_WORK = 10_000_000
 
 
-def _profile_points(job: Job, cache: dict[tuple[Any, ...], Any] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A job's grid points as (cores per GPU, GB per GPU, throughput), less the dominated ones
-    (no less of either resource and no faster than another) and those of no throughput."""
-    key = ("profile-points", job.profile)
-    out = None if cache is None else cache.get(key)
-    if out is None:
-        pts = job.profile.points()
-        c = np.array([p[0] for p in pts], dtype=np.int64)
-        m = np.array([p[1] for p in pts], dtype=np.int64)
-        thr = np.array([p[2] for p in pts], dtype=np.float64)
-        keep = thr > 0
-        c, m, thr = c[keep], m[keep], thr[keep]
-        dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
-                     & ((c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])))
-        keep = ~dominated.any(axis=1)
-        out = c[keep], m[keep], thr[keep]
-        if cache is not None:
-            cache[key] = out
-    return out
-
-
 def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
-                candidates: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None, budget: float) -> tuple[np.ndarray | None, int]:
+                candidates: Sequence[Job], budget: float) -> tuple[np.ndarray | None, int]:
     """``S[c, m]``: the most unpinned ``candidates`` are worth on one node of ``gpu_type`` within
     ``free`` GPUs, ``c`` units of cores and ``m`` of memory, each job at most once, as pieces of
     ``k <= min(g_j, free)`` GPUs worth ``k / g_j`` of the job's unspread, unmoved worth at the
@@ -274,7 +253,7 @@ def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: in
         speed = j.speed(gpu_type)
         if not speed:
             continue
-        c, m, thr = _profile_points(j, cache)
+        c, m, thr = j.profile.frontier()
         if instance.round.fair:
             keep = thr >= j.demand_throughput * (1 - 1e-12)
             c, m, thr = c[keep], m[keep], thr[keep]
@@ -340,7 +319,7 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
         if key not in tables:
             candidates = [j for js in ranked for j in js[: free[n]]]
             t, spent = _fill_table(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
-                                   _units(node.cpus, node.mem_gb, TABLE_CELLS), candidates, cache, FILL_WORK - work)
+                                   _units(node.cpus, node.mem_gb, TABLE_CELLS), candidates, FILL_WORK - work)
             if t is None:
                 return None
             tables[key] = t

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from optsched.errors import InputError
 from optsched.fields import _check_float, _check_int, _check_list, _check_mapping, _check_str, _frozen_map, _get
 
@@ -75,6 +77,27 @@ class Profile:
                         for b, m in enumerate(self.mem_per_gpu_gb))
             object.__setattr__(self, "_points", pts)
         return list(pts)
+
+    def frontier(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The grid points no other point dominates, as read-only arrays of cores per GPU, GB per
+        GPU and throughput: of positive throughput, and no other point needs no more of either
+        resource and is at least as fast (one of equal points is kept). Built once per profile."""
+        out = self.__dict__.get("_frontier")
+        if out is None:
+            pts = self.points()
+            c = np.array([p[0] for p in pts], dtype=np.int64)
+            m = np.array([p[1] for p in pts], dtype=np.int64)
+            thr = np.array([p[2] for p in pts], dtype=np.float64)
+            positive = thr > 0
+            c, m, thr = c[positive], m[positive], thr[positive]
+            no_more = (c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
+            better = (c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])
+            front = np.logical_not((no_more & better).any(axis=1))
+            out = (c[front], m[front], thr[front])
+            for a in out:
+                a.setflags(write=False)
+            object.__setattr__(self, "_frontier", out)
+        return out
 
     def best_within(self, cpus_per_gpu: float, mem_per_gpu_gb: float) -> float:
         """The highest throughput over the grid points of at most ``cpus_per_gpu`` cores and

@@ -456,3 +456,16 @@ def test_demand_throughput_follows_the_demand_of_each_job() -> None:
     moved = dataclasses.replace(job, demand=other)
     assert moved.demand_throughput == job.profile.at(*other)
     assert job.demand_throughput == first
+
+
+def test_a_profile_s_frontier_is_its_undominated_points():
+    """``Profile.frontier``: every grid point is matched or beaten by a frontier point needing no
+    more of either resource, and the dominated points are left out."""
+    prof = Profile.from_dict({"cpus_per_gpu": [1, 2, 4], "mem_per_gpu_gb": [10, 20],
+                              "throughput": [[0.4, 0.5], [0.6, 0.6], [0.6, 0.9]]})
+    c, m, thr = prof.frontier()
+    front = set(zip(c.tolist(), m.tolist(), thr.tolist(), strict=True))
+    assert front == {(1, 10, 0.4), (1, 20, 0.5), (2, 10, 0.6), (4, 20, 0.9)}
+    for pc, pm, pt in prof.points():
+        assert any(fc <= pc and fm <= pm and ft >= pt for fc, fm, ft in front)
+    assert prof.frontier() is prof.frontier()

@@ -4,9 +4,9 @@ On one node, the jobs a schedule places there alone are re-chosen together with 
 that could fill the node's GPUs: each pinned job keeps its GPUs and may change its grid point;
 each other job there alone may change its point or leave; waiting jobs (not running, not
 scheduled elsewhere, not elastic) may enter whole at any point. Jobs that span this node and
-others, and elastic ones, keep what they hold. A dynamic programme over the node's (GPUs, cores, memory) left, one layer per job,
-finds the best such choice, and it replaces the node's part of the schedule when it is worth
-strictly more. Nodes are visited in order; each sees the schedule the previous ones left.
+others, and elastic ones, keep what they hold. A dynamic programme over the node's (GPUs,
+cores, memory) left, one layer per job, finds the best such choice, and it replaces the node's
+part of the schedule when it is worth strictly more. Nodes are visited in order; each sees the schedule the previous ones left.
 
 This is the move a congested round needs when most running jobs are pinned (strict FIFO): the
 few free GPUs go to the waiting jobs whose speed-up is worth most once the pinned jobs on that
@@ -54,24 +54,9 @@ def _options(instance: Instance, job: Job, node: Any, cap_c: int, cap_m: int) ->
 
 
 def _points(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The job's profile points (cores per GPU, GB per GPU, throughput) of positive throughput
-    that no other point dominates (no more of either resource and at least as fast), built once
-    per profile; None when there is none."""
-    prof = job.profile
-    out = prof.__dict__.get("_refill_points")
-    if out is None:
-        pts = prof.points()
-        c = np.array([p[0] for p in pts], dtype=np.int64)
-        m = np.array([p[1] for p in pts], dtype=np.int64)
-        thr = np.array([p[2] for p in pts], dtype=np.float64)
-        keep = thr > 0
-        c, m, thr = c[keep], m[keep], thr[keep]
-        dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
-                     & ((c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])))
-        keep = ~dominated.any(axis=1)
-        out = (c[keep], m[keep], thr[keep]) if keep.any() else ()
-        object.__setattr__(prof, "_refill_points", out)
-    return out or None
+    """The job's undominated grid points (:meth:`~optsched.job.Profile.frontier`), None when none."""
+    out = job.profile.frontier()
+    return out if out[0].size else None
 
 
 def _tables(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]],
