@@ -366,8 +366,9 @@ class RoundSolver:
     fungible-greedy's hint), ``reused``, ``carried`` (the carried-over schedule, proven within the
     gap target: no search), ``searched`` (the solver ran from the carried-over schedule) or
     ``skipped`` (not proven within the gap target, but searched no further: ``stats["skipped"]`` is
-    ``"backoff"`` after fruitless searches, see ``search_backoff``, or ``"time"`` when the best
-    responses left less than a quarter of ``time_limit`` for the solver; the time rule is off when
+    ``"backoff"`` after fruitless searches, see ``search_backoff``, or ``"time"`` when the steps
+    before the best responses used half of ``time_limit``, or the best responses left less than a
+    quarter of it for the solver; the time rule is off when
     ``options`` set ``deterministic_time``, so that such chains stay reproducible). A skipped
     round returns the carried-over schedule, improved where the best responses could, with the
     knapsack bound. Every schedule it returns passes the independent checker.
@@ -495,6 +496,12 @@ class RoundSolver:
                     if not checked and checked.objective > value * (1 + 1e-12):
                         hint, value, report = ascended, checked.objective, checked
                         stats["refilled_objective"] = stats["improved_objective"] = value
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and self._out_of_time(start, 0.5):
+                # the steps above used half the round: the greedy starts and best responses
+                # below (hundreds of ms on rounds of hundreds of jobs) would overrun it
+                self._searched(value > report.objective * (1 + 1e-9), 1.0 - value / bound)
+                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                              {**stats, "incremental": "skipped", "skipped": "time"})
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 # before any search: single-job best responses from the carried-over schedule, from
                 # fungible-greedy's own (its fixed-demand pass places gangs that the fungible
@@ -508,7 +515,7 @@ class RoundSolver:
                 status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "carried"})
-            if "deterministic_time" not in self.options and time.perf_counter() - start > 0.75 * self.time_limit:
+            if self._out_of_time(start, 0.75):
                 self._searched(value > report.objective * (1 + 1e-9), 1.0 - value / bound)  # report: the carried-over (or refilled) schedule's
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "time"})
@@ -541,6 +548,11 @@ class RoundSolver:
                            1.0 - objective / bound if bound else math.inf)
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
+
+    def _out_of_time(self, start: float, share: float) -> bool:
+        """Whether the round has used more than ``share`` of ``time_limit`` (never under
+        ``deterministic_time``, so that such chains stay reproducible)."""
+        return "deterministic_time" not in self.options and time.perf_counter() - start > share * self.time_limit
 
     def _searched(self, improved: bool, gap: float) -> None:
         """Set the backoff after a search (``search_backoff``): reset when it improved the
