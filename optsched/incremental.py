@@ -472,10 +472,11 @@ class RoundSolver:
         if hint is not None and families <= BOUND_FAMILIES:
             value = report.objective
             bound = gpu_knapsack_bound(instance, good_enough=value * (1 + 1e-9) + 1e-9, cache=self._fit_cache)
-            if value < (1.0 - self.gap_target) * bound - 1e-9 and any(j.pinned for j in instance.jobs):
+            pinned = any(j.pinned for j in instance.jobs)
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and pinned:
                 # pinned jobs: refill the nodes they leave room on, then share each node between
                 # both in the bound (node_refill, fill_bound)
-                hint, value, report = self._refill(instance, hint, value, report, stats)
+                hint, value, report = self._take_better(instance, hint, value, report, node_refill(instance, hint), stats)
                 if value < (1.0 - self.gap_target) * bound - 1e-9:
                     bound = min(bound, fill_bound(instance, self._fit_cache) * (1 + 1e-9) + 1e-9)
             stats["knapsack_bound"] = bound
@@ -486,16 +487,11 @@ class RoundSolver:
                 self._skip -= 1  # the last searches found nothing: skip this one (search_backoff)
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "backoff"})
-            if value < (1.0 - self.gap_target) * bound - 1e-9 and any(j.pinned for j in instance.jobs):
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and pinned:
                 # a round that searches first moves the pinned gangs' grid points (gang_ascent);
                 # the backoff then counts from there, so that this cheap step alone does not
                 # keep the costly ones below running every round
-                ascended = gang_ascent(instance, hint)
-                if ascended.jobs != hint.jobs:
-                    checked = check_schedule(instance, ascended)
-                    if not checked and checked.objective > value * (1 + 1e-12):
-                        hint, value, report = ascended, checked.objective, checked
-                        stats["refilled_objective"] = stats["improved_objective"] = value
+                hint, value, report = self._take_better(instance, hint, value, report, gang_ascent(instance, hint), stats)
             if value < (1.0 - self.gap_target) * bound - 1e-9 and self._out_of_time(start, 0.5):
                 # the steps above used half the round: the greedy starts and best responses
                 # below (hundreds of ms on rounds of hundreds of jobs) would overrun it
@@ -565,12 +561,12 @@ class RoundSolver:
             self._next_skip = min(2 * self._next_skip, self.search_backoff)
             self._skip_gap = gap
 
-    def _refill(self, instance: Instance, hint: Schedule, value: float, report: CheckReport,
-                stats: dict[str, Any]) -> tuple[Schedule, float, CheckReport]:
-        """``hint`` (worth ``value``, checked as ``report``) after
-        :func:`~optsched.heuristics.node_refill.node_refill`, where the checker accepts that and
-        it is worth more (``stats["refilled_objective"]`` and ``"improved_objective"``)."""
-        better = node_refill(instance, hint)
+    def _take_better(self, instance: Instance, hint: Schedule, value: float, report: CheckReport, better: Schedule,
+                     stats: dict[str, Any]) -> tuple[Schedule, float, CheckReport]:
+        """``better`` (a refill or gang ascent of ``hint``, which is worth ``value`` and checked as
+        ``report``) with its report where the checker accepts it and it is worth more: the search
+        backoff counts from it (``stats["refilled_objective"]``, also ``"improved_objective"``);
+        else ``hint``."""
         if better.jobs == hint.jobs:
             return hint, value, report
         checked = check_schedule(instance, better)

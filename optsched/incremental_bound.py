@@ -28,7 +28,7 @@ why the sum with the unpinned jobs' knapsack stays an upper bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ import numpy as np
 from optsched.model import Instance, Job
 from optsched.values import spread_multiplier
 
-__all__ = ["ENUM_LIMIT", "TABLE_CELLS", "pinned_worth_bound"]
+__all__ = ["ENUM_LIMIT", "FILL_WORK", "TABLE_CELLS", "alike_but_weight", "fill_bound", "pinned_worth_bound"]
 
 #: most joint grid points of the gangs of one component that are enumerated (beyond: gangs are cut)
 ENUM_LIMIT = 20_000
@@ -45,26 +45,31 @@ TABLE_CELLS = 600
 
 
 def _points(instance: Instance, job: Job, nodes: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A pinned job's useful grid points as (cores per GPU, GB per GPU, throughput): those that
-    fit each of its ``nodes`` (index -> GPUs) alone (in a fair round, at least as fast as the
-    demand), less any that needs no less of either resource and is no faster than another."""
-    prof = job.profile
-    c = np.repeat(np.asarray(prof.cpus_per_gpu, dtype=np.int64), len(prof.mem_per_gpu_gb))
-    m = np.tile(np.asarray(prof.mem_per_gpu_gb, dtype=np.int64), len(prof.cpus_per_gpu))
-    thr = np.asarray(prof.throughput, dtype=np.float64).ravel()
-    keep = thr > 0
+    """A pinned job's useful grid points as (cores per GPU, GB per GPU, throughput): those of its
+    profile's frontier (:meth:`~optsched.job.Profile.frontier`) that fit each of its ``nodes``
+    (index -> GPUs) alone (in a fair round, at least as fast as the demand). Filtering the
+    frontier loses nothing: a point that dominates a fitting one fits too, and is as fast."""
+    c, m, thr = job.profile.frontier()
+    keep = np.ones(len(c), dtype=bool)
     if instance.round.fair:
         keep &= thr >= job.demand_throughput * (1 - 1e-12)
     for i, k in nodes.items():
         keep &= (c * k <= instance.nodes[i].cpus) & (m * k <= instance.nodes[i].mem_gb)
-    c, m, thr = c[keep], m[keep], thr[keep]
-    dominated = ((c[None, :] <= c[:, None]) & (m[None, :] <= m[:, None]) & (thr[None, :] >= thr[:, None])
-                 & ((c[None, :] < c[:, None]) | (m[None, :] < m[:, None]) | (thr[None, :] > thr[:, None])))
-    keep = ~dominated.any(axis=1)
     out = c[keep], m[keep], thr[keep]
     for a in out:  # shared between rounds through the cache
         a.setflags(write=False)
     return out
+
+
+def alike_but_weight(jobs: Iterable[Job]) -> list[list[Job]]:
+    """``jobs`` grouped by everything but their weight that their worth at a grid point depends
+    on (profile, GPUs, GPU speeds, spread factor, demand), each group heaviest first: of two jobs
+    in one group, the heavier is worth no less at every point."""
+    classes: dict[tuple[Any, ...], list[Job]] = {}
+    for j in jobs:
+        speeds = tuple(sorted(j.gpu_speed.items())) if j.gpu_speed is not None else None
+        classes.setdefault((j.profile, j.gpus, speeds, j.spread_factor, j.demand_throughput), []).append(j)
+    return [sorted(js, key=lambda j: -j.weight) for js in classes.values()]
 
 
 class _Pinned:
@@ -303,12 +308,7 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
             held[instance.node_idx(nid)] += k
     free = [max(0, n.gpus - h) for n, h in zip(instance.nodes, held, strict=True)]
     most = max(free, default=0)
-    classes: dict[tuple[Any, ...], list[Job]] = {}
-    for j in instance.jobs:
-        if not j.pinned:
-            speeds = tuple(sorted(j.gpu_speed.items())) if j.gpu_speed is not None else None
-            classes.setdefault((j.profile, j.gpus, speeds, j.spread_factor, j.demand_throughput), []).append(j)
-    ranked = [sorted(js, key=lambda j: -j.weight)[:most] for js in classes.values()]
+    ranked = [js[:most] for js in alike_but_weight(j for j in instance.jobs if not j.pinned)]
     tables: dict[tuple[Any, ...], np.ndarray] = {}
     work = 0
 

@@ -19,10 +19,11 @@ node's free GPUs are offered (no lighter one can be worth more at any point). Us
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
+from optsched.incremental_bound import alike_but_weight
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
@@ -34,23 +35,27 @@ __all__ = ["NODE_WORK", "gang_ascent", "node_refill"]
 NODE_WORK = 60_000_000
 
 
-def _options(instance: Instance, job: Job, node: Any, cap_c: int, cap_m: int) -> list[tuple[int, int, float]]:
-    """``job``'s grid points on ``node`` alone as (cores, GB, worth) for all its GPUs, those that
-    fit the node's room and are not dominated (no less of either and worth no more)."""
-    g = job.gpus
+def _options(instance: Instance, job: Job, nodes: Mapping[str, int], room: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, float]]:
+    """``job``'s undominated grid points with ``nodes`` (id -> its GPUs there, all of one GPU
+    type) as (cores per GPU, GB per GPU, worth), those whose cores and GB fit ``room`` (id ->
+    cores, GB) on every one of them (in a fair round, at least as fast as the demand); ``[]``
+    when none does or the nodes are of several types."""
     pts = _points(job)
-    if pts is None:
+    types = {instance.node(n).gpu_type for n in nodes}
+    if pts is None or len(types) != 1:
         return []
     c, m, thr = pts
-    keep = (g * c <= cap_c) & (g * m <= cap_m)
+    keep = np.ones(len(c), dtype=bool)
+    for n, k in nodes.items():
+        keep &= (k * c <= room[n][0]) & (k * m <= room[n][1])
     if instance.round.fair:
         keep &= thr >= job.demand_throughput * (1 - 1e-12)
     if not keep.any():
         return []
-    moved = job.placement is not None and dict(job.placement) != {node.id: g}
-    one = float(thr[keep][0])  # worth is throughput times a factor fixed for the job on this node
-    factor = job_value(instance, job, node.gpu_type, int(c[keep][0]), int(m[keep][0]), 1, moved) / one
-    return list(zip((g * c[keep]).tolist(), (g * m[keep]).tolist(), (factor * thr[keep]).tolist(), strict=True))
+    moved = job.placement is not None and dict(job.placement) != dict(nodes)
+    one = float(thr[keep][0])  # worth is throughput times a factor fixed for the job on these nodes
+    factor = job_value(instance, job, types.pop(), int(c[keep][0]), int(m[keep][0]), len(nodes), moved) / one
+    return list(zip(c[keep].tolist(), m[keep].tolist(), (factor * thr[keep]).tolist(), strict=True))
 
 
 def _points(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -126,13 +131,8 @@ def _movable(job: Job, a: Assignment) -> bool:
 
 
 def _ranked(instance: Instance) -> list[list[Job]]:
-    """The waiting jobs (not running, not elastic) by class (alike in all but weight), heaviest first."""
-    classes: dict[tuple[Any, ...], list[Job]] = {}
-    for j in instance.jobs:
-        if j.placement is None and j.elastic is None:
-            speeds = tuple(sorted(j.gpu_speed.items())) if j.gpu_speed is not None else None
-            classes.setdefault((j.profile, j.gpus, speeds, j.spread_factor, j.demand_throughput), []).append(j)
-    return [sorted(js, key=lambda j: -j.weight) for js in classes.values()]
+    """The waiting jobs (not running, not elastic) by class (:func:`alike_but_weight`)."""
+    return alike_but_weight(j for j in instance.jobs if j.placement is None and j.elastic is None)
 
 
 Items = list[tuple[bool, list[tuple[int, int, float]], int]]
@@ -166,7 +166,8 @@ def _node_part(instance: Instance, jobs: dict[str, Assignment], nid: str, ranked
     if cells * sum(len(p[0]) for j in offered if (p := _points(j)) is not None) > NODE_WORK * 64:
         return None  # far beyond the work limit whatever the units: spare building the options
     # pinned jobs keep their GPUs: the table's GPU axis counts only the others'
-    items = [(j.pinned, _options(instance, j, node, cpus, mem), 0 if j.pinned else j.gpus) for j in offered]
+    items = [(j.pinned, [(j.gpus * c, j.gpus * m, v) for c, m, v in _options(instance, j, {nid: j.gpus}, {nid: (cpus, mem)})],
+              0 if j.pinned else j.gpus) for j in offered]
     return alone, offered, items, (free, cpus, mem)
 
 
@@ -224,21 +225,10 @@ def gang_ascent(instance: Instance, schedule: Schedule, passes: int = 2) -> Sche
         return schedule
     options: dict[str, list[tuple[int, int, float]]] = {}
     for g in gangs:
-        job, a = instance.job(g), jobs[g]
-        pts = _points(job)
-        ns = [instance.node(n) for n in a.nodes]
-        if pts is None or len({n.gpu_type for n in ns}) != 1:
-            continue
-        c, m, thr = pts
-        fit = np.ones(len(c), dtype=bool)
-        for n in ns:
-            fit &= (a.nodes[n.id] * c <= n.cpus) & (a.nodes[n.id] * m <= n.mem_gb)
-        if instance.round.fair:
-            fit &= thr >= job.demand_throughput * (1 - 1e-12)
-        if not fit.any():
-            continue
-        factor = job_value(instance, job, ns[0].gpu_type, int(c[fit][0]), int(m[fit][0]), len(ns), False) / float(thr[fit][0])
-        options[g] = list(zip(c[fit].tolist(), m[fit].tolist(), (factor * thr[fit]).tolist(), strict=True))
+        a = jobs[g]
+        opts = _options(instance, instance.job(g), a.nodes, {n: (instance.node(n).cpus, instance.node(n).mem_gb) for n in a.nodes})
+        if opts:
+            options[g] = opts
     movable = set(options)
     ranked = _ranked(instance)
     tables: dict[str, tuple[np.ndarray, tuple[int, int], int, int]] = {}
