@@ -75,8 +75,16 @@ class CheckReport(list):
         return d
 
 
+def _is_int(v: Any) -> bool:
+    return type(v) is int or isinstance(v, int) and not isinstance(v, bool)
+
+
 def _is_pos_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    return _is_int(v) and v >= 1
+
+
+def _is_map(v: Any) -> bool:
+    return type(v) is dict or isinstance(v, Mapping)
 
 
 def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -> CheckReport:
@@ -94,6 +102,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     spread_from = _SpreadFrom(instance)
     readable: dict[str, dict[str, int]] = {}  # scheduled job -> its node map, for rules 6 and 7
     got: dict[str, tuple[int, int, int]] = {}  # scheduled job on its grid -> GPUs, cores, GB (HUG progress)
+    grids: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # per profile: grid value -> index, both axes
     for jid, a in raw.get("jobs", {}).items():
         if a is None:
             continue
@@ -101,7 +110,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
             out.append(Violation(1, f"job {jid!r} does not exist", job=jid))
             continue
         job = jobs[jid]
-        if not isinstance(a, Mapping) or not isinstance(a.get("nodes"), Mapping) or not a.get("nodes"):
+        if not _is_map(a) or not _is_map(a.get("nodes")) or not a.get("nodes"):
             out.append(Violation(1, f"job {jid}: assignment must have a non-empty 'nodes' object", job=jid))
             continue
         ok = True
@@ -129,16 +138,19 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         types = {nodes[n].gpu_type for n in where}
         if len(types) > 1:
             out.append(Violation(2, f"job {jid}: spans GPU types {sorted(types)}", job=jid))
-        gpu_type = next(iter(sorted(types)))
+        gpu_type = min(types)
         allowed = job.gpu_speed is None or gpu_type in job.gpu_speed
         if not allowed:
             out.append(Violation(2, f"job {jid}: GPU type {gpu_type} is not in its gpu_speed", job=jid))
         # rule 3: a point of the profile grid
         raw_c, raw_m = a.get("cpus_per_gpu"), a.get("mem_per_gpu_gb")
-        grid_c = list(job.profile.cpus_per_gpu)
-        grid_m = list(job.profile.mem_per_gpu_gb)
-        c = raw_c if isinstance(raw_c, int) and not isinstance(raw_c, bool) and raw_c in grid_c else None
-        m = raw_m if isinstance(raw_m, int) and not isinstance(raw_m, bool) and raw_m in grid_m else None
+        grid = grids.get(id(job.profile))
+        if grid is None:
+            grid = grids[id(job.profile)] = ({v: i for i, v in enumerate(job.profile.cpus_per_gpu)},
+                                             {v: i for i, v in enumerate(job.profile.mem_per_gpu_gb)})
+        grid_c, grid_m = grid
+        c = raw_c if _is_int(raw_c) and raw_c in grid_c else None
+        m = raw_m if _is_int(raw_m) and raw_m in grid_m else None
         if c is None or m is None:
             out.append(Violation(3, f"job {jid}: ({raw_c!r}, {raw_m!r}) is not a point of its profile grid", job=jid))
         for nid, k in where.items():
@@ -149,8 +161,8 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         if c is None or m is None:
             continue
         got[jid] = (n_gpus, c * n_gpus, m * n_gpus)
-        tp = job.profile.throughput[grid_c.index(c)][grid_m.index(m)]
-        tp_demand = job.profile.throughput[grid_c.index(job.demand[0])][grid_m.index(job.demand[1])]
+        tp = job.profile.throughput[grid_c[c]][grid_m[m]]
+        tp_demand = job.profile.throughput[grid_c[job.demand[0]]][grid_m[job.demand[1]]]
         # rule 5: fairness
         if instance.round.fair and tp < tp_demand:
             out.append(Violation(5, f"job {jid}: throughput {tp:g} at ({c}, {m}) is below {tp_demand:g} at its demand (fair round)", job=jid))

@@ -39,15 +39,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from optsched.checker import CheckReport, check_schedule
 from optsched.errors import InputError, safe_text
 from optsched.exact.core import greedy_starts
 from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.heuristics.node_refill import gang_ascent, node_refill
-from optsched.incremental_bound import fill_bound, pinned_worth_bound
+from optsched.incremental_bound import fill_bound
+from optsched.knapsack_bound import gpu_knapsack_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
 from optsched.registry import get_method
@@ -89,185 +88,6 @@ def _same_shape(a: Instance, b: Instance) -> bool:
         return False
     return all(m.id == n.id and m.gpus == n.gpus and m.cpus == n.cpus and m.mem_gb == n.mem_gb for m, n in zip(a.nodes, b.nodes, strict=True)) \
         and all(i.id == j.id and i.gpus == j.gpus for i, j in zip(a.jobs, b.jobs, strict=True))
-
-
-def _best_value(job: Any) -> float:
-    """The most a job can be worth in any schedule, ignoring the nodes: its weight x its fastest
-    allowed GPU's speed x its best throughput over demand (spread and restart factors are at most 1)."""
-    speeds = job.gpu_speed.values() if job.gpu_speed is not None else (1.0,)
-    best = max(max(row) for row in job.profile.throughput)
-    return job.weight * max(speeds) * best / job.demand_throughput
-
-
-def _fit_factors(instance: Instance, job: Any, gpu_type: str, nodes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> float:
-    """The most ``throughput[c][m] x spread multiplier`` a job reaches on ``gpu_type``'s nodes:
-    at grid point ``(c, m)`` node ``n`` holds at most ``min(gpus_n, cpus_n // c, mem_n // m)`` of its
-    GPUs, so the job needs at least ``k`` nodes (the fewest whose such counts add up to its
-    GPUs) and pays at least ``spread_factor ** (k - spread_base)``; a point no set of nodes
-    holds is left out (0 when none is held)."""
-    gpus, cpus, mem = nodes
-    prof = job.profile
-    c = np.asarray(prof.cpus_per_gpu, dtype=np.int64)
-    m = np.asarray(prof.mem_per_gpu_gb, dtype=np.int64)
-    thr = np.asarray(prof.throughput, dtype=np.float64)
-    if instance.round.fair:  # a fair round allows only the points at least as fast as the demand
-        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
-    by_c = np.minimum(gpus[None, :], np.where(c[:, None] > 0, cpus[None, :] // np.maximum(c[:, None], 1), gpus[None, :]))
-    by_m = np.where(m[:, None] > 0, mem[None, :] // np.maximum(m[:, None], 1), gpus[None, :])
-    q = np.minimum(by_c[:, None, :], by_m[None, :, :])  # (cores point, memory point, node)
-    q = -np.sort(-q, axis=2).cumsum(axis=2)
-    fits = q[:, :, -1] >= job.gpus
-    k = (q < job.gpus).sum(axis=2) + 1  # the fewest nodes that hold the job at each point
-    base = instance.spread_base(gpu_type, job.gpus)
-    factor = thr * job.spread_factor ** np.maximum(0, k - base)
-    factor = np.where(fits, factor, 0.0)
-    return float(factor.max()) if factor.size else 0.0
-
-
-def _staying_value(instance: Instance, job: Any) -> float | None:
-    """The most a running job is worth where it runs (same nodes, same GPU counts, so no restart):
-    its fastest grid point whose cores and memory fit on each of those nodes alone x its speed
-    there x the spread factor its node count pays; ``None`` when it could not stay (a node left
-    the round, or the nodes are of several types or of one it may not use)."""
-    if any(n not in instance._node_index for n in job.placement):
-        return None
-    nodes = [instance.node(n) for n in job.placement]
-    types = {n.gpu_type for n in nodes}
-    speed = job.speed(nodes[0].gpu_type) if len(types) == 1 else None
-    if speed is None or sum(job.placement.values()) != job.gpus:
-        return None
-    # a grid point fits when its cores and memory per GPU times the GPUs on each node fit that
-    # node: at most the smallest per-GPU share over the nodes (integers: c * k <= cap iff c <= cap // k)
-    shares = [(n.cpus // k, n.mem_gb // k) for k, n in zip(job.placement.values(), nodes, strict=True) if k > 0]
-    best = job.profile.best_within(min((c for c, _ in shares), default=math.inf), min((m for _, m in shares), default=math.inf))
-    if instance.round.fair and best < job.demand_throughput * (1 - 1e-12):  # the fastest fitting point is below the demand's
-        best = 0.0
-    base = instance.spread_base(nodes[0].gpu_type, job.gpus)
-    return speed * float(best) * job.spread_factor ** (len(job.placement) - base)
-
-
-#: most fit factors a :class:`RoundSolver` keeps between rounds (cleared when full)
-FIT_CACHE_SIZE = 4096
-
-
-def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> list[float]:
-    """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
-    allowed GPU types; :func:`_best_value` where that would be slower than it is worth).
-    ``cache`` (fit factors keyed by everything they depend on: the type's nodes, the job's
-    profile, GPUs, spread factor and base, the round's fairness and the job's demand where
-    fair) may be shared between rounds on the same nodes."""
-    cache = {} if cache is None else cache
-    if len(cache) > FIT_CACHE_SIZE:
-        cache.clear()
-    by_type: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    sig: dict[str, bytes] = {}
-    for t in instance.gpu_types:
-        ns = [n for n in instance.nodes if n.gpu_type == t and n.gpus > 0]
-        by_type[t] = (np.array([n.gpus for n in ns], dtype=np.int64), np.array([n.cpus for n in ns], dtype=np.int64),
-                      np.array([n.mem_gb for n in ns], dtype=np.int64))
-        sig[t] = b"".join(a.tobytes() for a in by_type[t]) + bytes(len(ns))
-    fair = instance.round.fair
-    out = []
-    for j in instance.jobs:
-        best = 0.0
-        speeds = j.gpu_speed if j.gpu_speed is not None else dict.fromkeys(instance.gpu_types, 1.0)
-        for t, speed in speeds.items():
-            if t not in by_type or not by_type[t][0].size:
-                continue
-            key = (t, sig[t], j.profile, j.gpus, j.spread_factor, instance.spread_base(t, j.gpus), fair,
-                   j.demand_throughput if fair else None)
-            f = cache.get(key)
-            if f is None:
-                f = cache[key] = _fit_factors(instance, j, t, by_type[t])
-            best = max(best, speed * f)
-        out.append(j.weight * best / j.demand_throughput)
-    return out
-
-
-def _restart_values(instance: Instance, values: list[float]) -> list[float]:
-    """``values`` (:func:`_best_values`) with each running job's restart counted: one that moves
-    pays ``1 - restart_s / duration_s`` of its worth, so it is worth at most the larger of that
-    share and its worth where it runs (:func:`_staying_value`, itself at most its value)."""
-    out = list(values)
-    for i, j in enumerate(instance.jobs):
-        if j.placement and j.elastic is None:
-            stay = _staying_value(instance, j)
-            stay_v = 0.0 if stay is None else j.weight * stay / j.demand_throughput
-            out[i] = max(values[i] * max(0.0, 1.0 - j.restart_s / instance.round.duration_s), min(values[i], stay_v))
-    return out
-
-
-#: the 0/1 knapsack is solved exactly up to this many jobs x GPUs (numpy, one pass per job),
-#: above it by its fractional relaxation
-KNAPSACK_CELLS = 4_000_000
-
-
-def _knapsack(items: list[tuple[float, int]], capacity: int) -> float:
-    """The 0/1 knapsack's optimum over ``items`` (value, GPUs) into ``capacity`` GPUs, or its
-    fractional relaxation (an upper bound on it) when the table would be large."""
-    capacity = max(0, int(capacity))
-    items = [(v, g) for v, g in items if v > 0]
-    if sum(g for _, g in items) <= capacity:
-        return sum(v for v, _ in items)
-    if len(items) * (capacity + 1) <= KNAPSACK_CELLS:
-        dp = np.zeros(capacity + 1)
-        for v, g in items:
-            if g <= capacity:
-                np.maximum(dp[g:], dp[: capacity + 1 - g] + v, out=dp[g:])
-        return float(dp[-1])
-    total, left = 0.0, float(capacity)
-    for v, g in sorted(items, key=lambda vg: vg[0] / vg[1], reverse=True):
-        if left <= 0:
-            break
-        take = min(1.0, left / g)
-        total += take * v
-        left -= take * g
-    return total
-
-
-def _pinned_bound(instance: Instance, values: list[float], cache: dict[tuple[Any, ...], Any] | None = None) -> float:
-    """The knapsack bound with pinned jobs where they run: a pinned job (``preemptible`` false,
-    running) keeps its GPUs, so the other jobs share the GPUs left, and the pinned jobs' own worth
-    is bounded by the best choice of their grid points that fits their nodes' cores and memory
-    together (:func:`~optsched.incremental_bound.pinned_worth_bound`; each job's ``values`` where
-    that is not defined)."""
-    pinned, held = pinned_worth_bound(instance, cache)
-    if not math.isfinite(pinned):
-        pinned = sum(v for j, v in zip(instance.jobs, values, strict=True) if j.pinned)
-    others = [(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True) if not j.pinned]
-    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
-    free = sum(n.gpus for n in instance.nodes if n.gpu_type in types) - held
-    return pinned + _knapsack(others, free)
-
-
-def gpu_knapsack_bound(instance: Instance, good_enough: float | None = None,
-                       cache: dict[tuple[Any, ...], Any] | None = None) -> float:
-    """A proven upper bound on the round's optimum: the 0/1 knapsack of the jobs' best values
-    (:func:`_best_values`; for running jobs, :func:`_restart_values`) into the GPUs of the types
-    some job may use (its fractional relaxation beyond :data:`KNAPSACK_CELLS`), or, where running
-    jobs are pinned, the same over the GPUs they leave with their own worth bounded per node
-    (:func:`_pinned_bound`), whichever is smaller.
-
-    Valid because every feasible schedule gives each scheduled job at most its best value (a
-    running job either keeps its exact placement or pays its restart) and uses
-    at most the GPUs of the types its jobs run on; dropping the per-node, core, memory and
-    one-type rules (and allowing fractions) only enlarges the set the maximum is taken over. Not
-    defined for elastic jobs (their size changes the value): callers check
-    :data:`BOUND_FAMILIES` first. A relative 1e-9 is added for rounding. With ``good_enough``,
-    the restart and pinned-job refinements are skipped when the plain bound is already at most
-    that; ``cache`` is passed to :func:`_best_values` (a :class:`RoundSolver` keeps one between
-    rounds).
-    """
-    types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
-    capacity = sum(n.gpus for n in instance.nodes if n.gpu_type in types)
-    values = _best_values(instance, cache)
-    total = _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity)
-    if (good_enough is None or total > good_enough) and any(j.placement for j in instance.jobs):
-        values = _restart_values(instance, values)
-        total = min(total, _knapsack([(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True)], capacity))
-    if (good_enough is None or total > good_enough) and any(j.pinned for j in instance.jobs):
-        total = min(total, _pinned_bound(instance, values, cache))
-    return total * (1 + 1e-9) + 1e-9
 
 
 def _feasible_part(instance: Instance, schedule: Schedule) -> Schedule:

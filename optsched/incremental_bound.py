@@ -129,6 +129,65 @@ def _node_table(cpus: int, mem: int, units: tuple[int, int], items: Sequence[tup
     return dp
 
 
+#: most cells of the one-resource programmes of :func:`_node_best` (beyond: the node's table)
+LINE_CELLS = 20_000
+
+
+def _node_best(cpus: int, mem: int, items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+    """The most ``items`` (one option each) are worth on a node of ``cpus`` cores and ``mem`` GB
+    (``-inf`` where they do not fit): exact, and cheaper than the node's table. It solves the
+    programme with memory left out, then with cores left out (one axis each); where the choice of
+    either fits the other resource too, that choice is optimal (an optimum of a relaxation that is
+    feasible). Otherwise the two-resource table (:func:`_node_table`) decides."""
+    for axis, cap, other_cap in ((0, cpus, mem), (1, mem, cpus)):
+        if cap >= LINE_CELLS:
+            continue
+        x = np.arange(cap + 1)
+        dp = np.zeros(cap + 1)
+        picks: list[np.ndarray] = []
+        for item in items:
+            w, f = item[axis], item[2]
+            at = x[None, :] - w[:, None]
+            cand = np.where(at >= 0, dp[np.maximum(at, 0)] + f[:, None], -np.inf)
+            pick = cand.argmax(axis=0)
+            dp = cand[pick, x]
+            picks.append(pick)
+        if not np.isfinite(dp[cap]):
+            return -math.inf
+        left, other = cap, 0
+        for item, pick in zip(reversed(items), reversed(picks), strict=True):
+            o = int(pick[left])
+            left -= int(item[axis][o])
+            other += int(item[1 - axis][o])
+        if other <= other_cap:
+            return float(dp[cap])
+    return float(_node_table(cpus, mem, _units(cpus, mem, TABLE_CELLS), items)[-1, -1])
+
+
+#: most (ways of a node's own jobs) x (points of the gangs on it) compared directly, without
+#: the node's table (:func:`_component_bound`)
+COMBO_WORK = 1_000_000
+#: most ways of a node's own jobs searched for useless ones (a quadratic test)
+PRUNE_WAYS = 256
+
+
+def _combos(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every way ``items`` (one option each) can be, as summed cores, summed GB and summed worth,
+    with the ways that another needing no more of either and worth no less makes useless left
+    out; ``None`` when there are more than ``limit`` at some step."""
+    c, m, v = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1)
+    for wc, wm, f in items:
+        if c.size * wc.size > limit:
+            return None
+        c, m, v = (c[:, None] + wc[None, :]).ravel(), (m[:, None] + wm[None, :]).ravel(), (v[:, None] + f[None, :]).ravel()
+        if 32 < c.size <= PRUNE_WAYS:  # keep the undominated ways (sorted by worth, each against the better ones)
+            order = np.argsort(-v, kind="stable")
+            c, m, v = c[order], m[order], v[order]
+            dominated = np.triu((c[:, None] <= c[None, :]) & (m[:, None] <= m[None, :]), k=1).any(axis=0)
+            c, m, v = c[~dominated], m[~dominated], v[~dominated]
+    return c, m, v
+
+
 def _units(cpus: int, mem: int, cells: int) -> tuple[int, int]:
     """Cores and GB per cell of a node's table of at most ``cells`` cells per axis."""
     return max(1, -(-cpus // cells)), max(1, -(-mem // cells))
@@ -165,6 +224,9 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
             continue
         for n, k in p.nodes.items():
             singles[n].append((k * p.c, k * p.m, p.f * (k / p.gpus)))
+    if not kept and not starts:  # nodes that share no gang: each on its own
+        out = sum(_node_best(instance.nodes[n].cpus, instance.nodes[n].mem_gb, singles[n]) for n in nodes)
+        return out if math.isfinite(out) else math.inf
     total = np.zeros([g.f.size for g in kept] or [1])
     axes = len(kept)
 
@@ -177,17 +239,24 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
         total = total + along(i, g.f)
     for n in nodes:
         node = instance.nodes[n]
-        units = _units(node.cpus, node.mem_gb, TABLE_CELLS)
-        table = _node_table(node.cpus, node.mem_gb, units, singles[n], starts.get(n))
         left_c = np.full([1] * max(axes, 1), node.cpus, dtype=np.int64)
         left_m = np.full([1] * max(axes, 1), node.mem_gb, dtype=np.int64)
         for i, g in enumerate(kept):
             if n in g.nodes:
                 left_c = left_c - along(i, g.nodes[n] * g.c)
                 left_m = left_m - along(i, g.nodes[n] * g.m)
-        ok = (left_c >= 0) & (left_m >= 0)
-        worth = table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]]
-        total = total + np.where(ok, worth, -np.inf)
+        left_c, left_m = np.broadcast_arrays(left_c, left_m)
+        combos = None if n in starts else _combos(singles[n], COMBO_WORK // max(1, left_c.size))
+        if combos is not None:  # the few ways the node's own jobs can be, against each point of its gangs
+            cc, cm, cv = combos
+            fits = (cc <= left_c[..., None]) & (cm <= left_m[..., None])
+            worth = np.where(fits, cv, -np.inf).max(axis=-1)
+        else:
+            units = _units(node.cpus, node.mem_gb, TABLE_CELLS)
+            table = _node_table(node.cpus, node.mem_gb, units, singles[n], starts.get(n))
+            ok = (left_c >= 0) & (left_m >= 0)
+            worth = np.where(ok, table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]], -np.inf)
+        total = total + worth
     out = float(total.max())
     return out if math.isfinite(out) else math.inf
 
@@ -207,22 +276,47 @@ def _pinned(instance: Instance, job: Job, factor: float, cache: dict[tuple[Any, 
     return _Pinned(nodes, points, factor)
 
 
+def _best_fits(instance: Instance, jobs: Sequence[_Pinned]) -> np.ndarray | float | None:
+    """Per job, its fastest useful point's throughput, when those points fit every node of the
+    component together (then ``P(K)`` is the sum of the jobs' worth factors times them, whatever
+    the weights); ``inf`` when some job has no point that fits; else ``None`` (a programme)."""
+    if any(not p.f.size for p in jobs):
+        return math.inf
+    use: dict[int, list[int]] = {}
+    best = [int(np.argmax(p.f)) for p in jobs]
+    for p, b in zip(jobs, best, strict=True):
+        for n, k in p.nodes.items():
+            u = use.setdefault(n, [0, 0])
+            u[0] += k * int(p.c[b])
+            u[1] += k * int(p.m[b])
+    if all(c <= instance.nodes[n].cpus and m <= instance.nodes[n].mem_gb for n, (c, m) in use.items()):
+        return np.array([p.f[b] for p, b in zip(jobs, best, strict=True)])
+    return None
+
+
 def _cached_component(instance: Instance, jobs: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None) -> float:
-    """``P(K)`` of one component's pinned ``jobs``, from ``cache`` where it was found before: keyed
-    by everything it depends on (its nodes' cores and memory, and each job's profile, placement and
-    worth factor)."""
+    """``P(K)`` of one component's pinned ``jobs``, from ``cache`` where it was found before. Two
+    levels: whether every job's fastest point fits depends on no weight, so it is kept by the
+    component's shape (its nodes' cores and memory, each job's profile and placement), and such a
+    component's value is a sum of worth factors times known throughputs; any other is kept by its
+    shape and the jobs' worth factors (weights change between rounds of a chain)."""
     fair = instance.round.fair
-    factors = [_factor(instance, j) for j in jobs]
-    key_jobs = [(j.profile, tuple(sorted((j.placement or {}).items())), f, j.demand_throughput if fair else None)
-                for j, f in zip(jobs, factors, strict=True)]
+    order = sorted(range(len(jobs)), key=lambda i: (tuple(sorted((jobs[i].placement or {}).items())), jobs[i].id))
+    jobs = [jobs[i] for i in order]
     nodes = sorted({instance.node_idx(n) for j in jobs for n in j.placement or {}})
-    key = ("pinned-component", fair, tuple((instance.nodes[n].id, instance.nodes[n].cpus, instance.nodes[n].mem_gb) for n in nodes),
-           tuple(sorted(key_jobs, key=lambda k: (k[1], k[2]))))
-    value = None if cache is None else cache.get(key)
+    shape = ("pinned-shape", fair, tuple((instance.nodes[n].id, instance.nodes[n].cpus, instance.nodes[n].mem_gb) for n in nodes),
+             tuple((j.profile, tuple(sorted((j.placement or {}).items())), j.demand_throughput if fair else None) for j in jobs))
+    cache = {} if cache is None else cache
+    if shape not in cache:
+        cache[shape] = _best_fits(instance, [_pinned(instance, j, 1.0, cache) for j in jobs])
+    fits = cache[shape]
+    factors = [_factor(instance, j) for j in jobs]
+    if fits is not None:
+        return fits if isinstance(fits, float) else float(np.dot(factors, fits))
+    key = (shape, tuple(factors))
+    value = cache.get(key)
     if value is None:
-        value = _component_bound(instance, [_pinned(instance, j, f, cache) for j, f in zip(jobs, factors, strict=True)])
-        if cache is not None:
-            cache[key] = value
+        value = cache[key] = _component_bound(instance, [_pinned(instance, j, f, cache) for j, f in zip(jobs, factors, strict=True)])
     return value
 
 

@@ -53,6 +53,14 @@ class Profile:
             table.append(tuple(_check_float(f"throughput[{a}][{b}]", v, positive=True) for b, v in enumerate(row)))
         object.__setattr__(self, "throughput", tuple(table))
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once (profiles key many per-round caches)."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.cpus_per_gpu, self.mem_per_gpu_gb, self.throughput))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @property
     def shape(self) -> tuple[int, int]:
         return len(self.cpus_per_gpu), len(self.mem_per_gpu_gb)

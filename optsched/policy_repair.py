@@ -78,13 +78,14 @@ def repair(instance: Instance, schedule: Schedule, *, lean: bool = True) -> Sche
             gain = sum(assignment_value(instance, instance.job(j), a) for j, a in new.items() if old.get(j) != a) \
                 - sum(assignment_value(instance, instance.job(j), a) for j, a in old.items() if new.get(j) != a)
             jobs = new if gain >= -1e-9 else old
+    out = [jid for jid in urgent_jobs(instance) if jid not in jobs]
+    if not out:
+        return Schedule(schedule.instance, jobs)
     cl = Cluster(instance)
     for a in jobs.values():
         cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
     st = Tenancy(instance, jobs)  # rule 6 kept incrementally; fit_at_demand never moves, so rule 7 holds
-    for jid in urgent_jobs(instance):
-        if jid in jobs:
-            continue
+    for jid in out:
         job = instance.job(jid)
         a = fit_at_demand(instance, cl, job)
         if a is None:
@@ -117,7 +118,10 @@ def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = T
     nodes are left out, lowest value per GPU first, until its cheapest point fits (it always does
     once they are gone: the contract checks that the pinned jobs fit together)."""
     pinned = [j for j in instance.jobs if j.pinned]
-    for jid in pinned_misses(instance, jobs):  # moved ones come out; every miss is put back below
+    misses = pinned_misses(instance, jobs)
+    if not misses:
+        return
+    for jid in misses:  # moved ones come out; every miss is put back below
         jobs.pop(jid, None)
     cl = cluster_of(instance, jobs)
     fair = instance.round.fair

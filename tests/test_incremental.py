@@ -328,7 +328,7 @@ def test_a_searched_round_gives_cpsat_the_greedy_starts_it_built(monkeypatch):
 
 
 def _staying_reference(instance, job):
-    """The staying value as array operations (what :func:`optsched.incremental._staying_value` computes)."""
+    """The staying value as array operations (what :func:`optsched.knapsack_bound._staying_value` computes)."""
     nodes = [instance.node(n) for n in job.placement]
     k = np.array(list(job.placement.values()))
     c, m = np.asarray(job.profile.cpus_per_gpu), np.asarray(job.profile.mem_per_gpu_gb)
@@ -345,7 +345,7 @@ def _staying_reference(instance, job):
 @pytest.mark.parametrize("fair", [False, True])
 @pytest.mark.parametrize("seed", range(4))
 def test_the_staying_value_is_the_array_formula_exactly(seed, fair):
-    from optsched.incremental import _staying_value
+    from optsched.knapsack_bound import _staying_value
 
     inst = generate(nodes=6, jobs=30, seed=seed, running_fraction=0.6, fair=fair, cpus_per_node=24, mem_per_node_gb=200)
     running = [j for j in inst.jobs if j.placement]
@@ -397,3 +397,25 @@ def test_the_sim_env_reference_is_a_checked_chain_over_the_episode():
     assert len(paths) >= 2 and all(p in ("carried", "searched", "reused") for p in paths[1:])
     env.reset(seed=0)
     assert env.reference_chain.state is None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_knapsack_is_the_brute_force_optimum(seed):
+    """The GPU knapsack (one pass per job size) equals the best subset found by enumeration, and
+    its fractional relaxation beyond the cell limit is never below it."""
+    import itertools
+
+    from optsched import knapsack_bound
+
+    rng = np.random.default_rng(seed)
+    items = [(float(rng.uniform(0, 3)) if rng.random() > 0.1 else 0.0, int(rng.choice([1, 1, 2, 4, 8]))) for _ in range(int(rng.integers(1, 11)))]
+    capacity = int(rng.integers(0, 17))
+    best = max(sum(v for v, _ in s) for r in range(len(items) + 1) for s in itertools.combinations(items, r)
+               if sum(g for _, g in s) <= capacity)
+    assert knapsack_bound._knapsack(items, capacity) == pytest.approx(best)
+    old = knapsack_bound.KNAPSACK_CELLS
+    try:
+        knapsack_bound.KNAPSACK_CELLS = 0
+        assert knapsack_bound._knapsack(items, capacity) >= best - 1e-9
+    finally:
+        knapsack_bound.KNAPSACK_CELLS = old

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -136,7 +138,44 @@ def test_the_component_value_is_cached_between_rounds():
     for seed in (0, 1, 0):
         inst = _pinned_round(seed)
         assert pinned_worth_bound(inst, cache) == pinned_worth_bound(inst)
-    assert any(k[0] == "pinned-component" for k in cache)
+    assert any(k[0] == "pinned-shape" for k in cache)
+
+
+def _node_items(seed: int) -> tuple[int, int, list]:
+    """A node (cores, GB) and 2-5 pinned jobs' options (cores, GB, worth) trading one resource
+    for the other, often too many to fit."""
+    rng = np.random.default_rng(seed)
+    cpus, mem = int(rng.integers(10, 30)), int(rng.integers(80, 200))
+    items = []
+    for _ in range(int(rng.integers(2, 6))):
+        k, n = int(rng.integers(1, 3)), int(rng.integers(2, 6))
+        c, m = rng.integers(1, 7, n), rng.integers(5, 50, n)
+        items.append((c * k, m * k, np.sqrt(c) * rng.uniform(0.5, 1) + np.sqrt(m / 8) * rng.uniform(0.5, 1)))
+    return cpus, mem, items
+
+
+def test_a_node_alone_gets_the_programme_optimum(monkeypatch):
+    """The one-resource programmes with their feasibility test (``_node_best``) give exactly the
+    two-resource table's optimum (``-inf`` where nothing fits), on 40 nodes where each way is taken:
+    a relaxation's choice fits, neither fits (the table decides), nothing fits."""
+    table = incremental_bound._node_table
+    ways = {"relaxed": 0, "table": 0, "none": 0}
+
+    def counted(*args):
+        ways["table"] += 1
+        return table(*args)
+
+    for seed in range(40):
+        cpus, mem, items = _node_items(seed)
+        exact = float(table(cpus, mem, (1, 1), items)[-1, -1])
+        before = ways["table"]
+        monkeypatch.setattr(incremental_bound, "_node_table", counted)
+        got = incremental_bound._node_best(cpus, mem, items)
+        monkeypatch.setattr(incremental_bound, "_node_table", table)
+        assert got == pytest.approx(exact) if math.isfinite(exact) else got == -math.inf
+        ways["none"] += not math.isfinite(exact)
+        ways["relaxed"] += ways["table"] == before and math.isfinite(exact)
+    assert min(ways.values()) >= 5, ways
 
 
 @pytest.mark.parametrize("seed", range(16))

@@ -60,7 +60,11 @@ def drf_key(instance: Instance, schedule: Schedule) -> tuple[int, float]:
 
 
 def best_by_drf(instance: Instance, candidates: Iterable[tuple[str, Schedule]]) -> tuple[str, Schedule]:
-    """The first candidate with the largest :func:`drf_key` (outside a DRF or HUG round: the most worth)."""
+    """The first candidate with the largest :func:`drf_key` (outside a DRF or HUG round: the most
+    worth); a lone candidate is returned without being valued."""
+    candidates = list(candidates)
+    if len(candidates) == 1:
+        return candidates[0]
     best: tuple[str, Schedule] | None = None
     best_key = (0, 0.0)
     for name, s in candidates:

@@ -12,7 +12,7 @@ adds resources, so it never lowers a tenant's progress).
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import Any
 
 from optsched.elastic import has_elastic
@@ -98,19 +98,22 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
     # jobs sharing a profile (and, in a fair round, a demand) share their eligible and lean points
     cache: dict[tuple[int, tuple[int, int] | None], tuple[list[tuple[int, int, float]], tuple[int, int]]] = {}
     pts_of: dict[str, list[tuple[int, int, float]]] = {}
-    for jid, a in (fixed.jobs.items() if fixed is not None else ()):
-        cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
-        chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
-        pts_of[jid] = _eligible(instance, instance.job(jid))
-    lean: dict[str, tuple[int, int]] = {}
-
-    def admit(job: Job) -> int | tuple[int, int, int] | None:
+    def points(job: Job) -> tuple[list[tuple[int, int, float]], tuple[int, int]]:
         key = (id(job.profile), job.demand if instance.round.fair else None)
         hit = cache.get(key)
         if hit is None:
             pts = _eligible(instance, job)
             hit = cache[key] = (pts, _lean_point(job, pts, cpg, mpg))
-        pts, (c, m) = hit
+        return hit
+
+    for jid, a in (fixed.jobs.items() if fixed is not None else ()):
+        cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
+        chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
+        pts_of[jid] = points(instance.job(jid))[0]
+    lean: dict[str, tuple[int, int]] = {}
+
+    def admit(job: Job) -> int | tuple[int, int, int] | None:
+        pts, (c, m) = points(job)
         pts_of[job.id] = pts
         if knapsack:
             lean[job.id] = (c, m)
@@ -144,17 +147,20 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
             cl2.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
         chosen2 = {j: (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb) for j, a in lean.jobs.items()}
         packed = _finish(instance, cl2, chosen2, cpg, mpg, pts_of)
-    return _finish(instance, cl, chosen, cpg, mpg, pts_of, fixed.jobs if fixed is not None else ()), packed
+    return _finish(instance, cl, chosen, cpg, mpg, pts_of, fixed.jobs if fixed is not None else {}), packed
 
 
 def _finish(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]], cpg: float, mpg: float,
-            pts_of: dict[str, list[tuple[int, int, float]]], frozen: Collection[str] = ()) -> Schedule:
-    """Elastic jobs grow into free GPUs (not those in ``frozen``), the leftover CPU/memory pass on
+            pts_of: dict[str, list[tuple[int, int, float]]], frozen: Mapping[str, Assignment] | None = None) -> Schedule:
+    """Elastic jobs grow into free GPUs (not those in ``frozen``, whose nodes stay and whose
+    assignments are reused where their grid point stays too), the leftover CPU/memory pass on
     the placement, then the policy repair."""
+    frozen = frozen or {}
     if has_elastic(instance):  # elastic gangs: spend free GPUs by marginal value
         grow(instance, cl, chosen, frozen)
     _redistribute(instance, cl, chosen, cpg, mpg, pts_of, up_only=instance.round.fairness == "hug")
-    jobs = {j: Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
+    jobs = {j: a if (a := frozen.get(j)) is not None and (a.cpus_per_gpu, a.mem_per_gpu_gb) == (c, m)
+            else Assignment(nodes=n, cpus_per_gpu=c, mem_per_gpu_gb=m) for j, (n, c, m) in chosen.items()}
     s = Schedule(instance=instance.name, jobs=jobs)
     return repair(instance, s) if policy_families(instance) else s
 
