@@ -108,6 +108,19 @@ def _feasible_part(instance: Instance, schedule: Schedule) -> Schedule:
     return Schedule.empty(instance.name)
 
 
+def _present(instance: Instance, schedule: Schedule) -> Schedule:
+    """``schedule``'s assignments that ``instance`` can read: of its jobs, on its nodes, at a point
+    of the job's grid (feasible or not: the caller checks)."""
+    jobs = {}
+    for jid, a in schedule.jobs.items():
+        i = instance._job_index.get(jid)
+        job = None if i is None else instance.jobs[i]
+        if job is not None and all(n in instance._node_index for n in a.nodes) \
+                and a.cpus_per_gpu in job.profile.cpus_per_gpu and a.mem_per_gpu_gb in job.profile.mem_per_gpu_gb:
+            jobs[jid] = a
+    return Schedule(instance.name, jobs)
+
+
 def carry_over(instance: Instance, previous: Schedule | None) -> Schedule:
     """The previous round's schedule mapped onto ``instance``: jobs that are gone are dropped,
     assignments that stay feasible are kept (a running job kept where it runs pays no restart),
@@ -282,8 +295,14 @@ class RoundSolver:
 
     def _solve(self, instance: Instance, previous: Schedule | None, start: float) -> Result:
         families = policy_families(instance)
-        carried = carry_over(instance, previous)
+        # first the previous schedule as it stands (one check, not two, where it stays feasible,
+        # which is most rounds of a chain); only where that fails, its largest feasible part
+        present = None if previous is None else _present(instance, previous)
+        carried = fungible_greedy_schedule(instance, fixed=present) if present is not None and present.jobs else carry_over(instance, previous)
         report = check_schedule(instance, carried)
+        if report and present is not None and present.jobs:
+            carried = carry_over(instance, previous)
+            report = check_schedule(instance, carried)
         hint: Schedule | None = None if report else carried
         stats: dict[str, Any] = {"incremental": "cold" if previous is None else "searched"}
         starts: list[tuple[str, Schedule]] | None = None  # cpsat's greedy starts, where built here

@@ -88,7 +88,8 @@ class _Pinned:
 def _factor(instance: Instance, job: Job) -> float:
     """A pinned job's worth per unit of throughput where it runs (weight, speed, spread, demand)."""
     t = instance.node(next(iter(job.placement or {}))).gpu_type
-    return job.weight * (job.speed(t) or 0.0) * spread_multiplier(instance, job, t, len(job.placement or {})) / job.demand_throughput
+    spread = 1.0 if len(job.placement or {}) == 1 else spread_multiplier(instance, job, t, len(job.placement or {}))  # one node: no spread
+    return job.weight * (job.speed(t) or 0.0) * spread / job.demand_throughput
 
 
 def _components(placements: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -301,11 +302,12 @@ def _cached_component(instance: Instance, jobs: Sequence[Job], cache: dict[tuple
     component's value is a sum of worth factors times known throughputs; any other is kept by its
     shape and the jobs' worth factors (weights change between rounds of a chain)."""
     fair = instance.round.fair
-    order = sorted(range(len(jobs)), key=lambda i: (tuple(sorted((jobs[i].placement or {}).items())), jobs[i].id))
+    places = [tuple(sorted((j.placement or {}).items())) for j in jobs]
+    order = sorted(range(len(jobs)), key=lambda i: (places[i], jobs[i].id))
     jobs = [jobs[i] for i in order]
     nodes = sorted({instance.node_idx(n) for j in jobs for n in j.placement or {}})
     shape = ("pinned-shape", fair, tuple((instance.nodes[n].id, instance.nodes[n].cpus, instance.nodes[n].mem_gb) for n in nodes),
-             tuple((j.profile, tuple(sorted((j.placement or {}).items())), j.demand_throughput if fair else None) for j in jobs))
+             tuple((j.profile, places[i], j.demand_throughput if fair else None) for i, j in zip(order, jobs, strict=True)))
     cache = {} if cache is None else cache
     if shape not in cache:
         cache[shape] = _best_fits(instance, [_pinned(instance, j, 1.0, cache) for j in jobs])

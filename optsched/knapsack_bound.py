@@ -96,19 +96,24 @@ def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = 
         sig[t] = b"".join(a.tobytes() for a in by_type[t]) + bytes(len(ns))
     fair = instance.round.fair
     out = []
+    alike: dict[tuple[Any, ...], float] = {}  # jobs alike but for weight share their best per unit of weight
     for j in instance.jobs:
-        best = 0.0
         speeds = j.gpu_speed if j.gpu_speed is not None else dict.fromkeys(instance.gpu_types, 1.0)
-        for t, speed in speeds.items():
-            if t not in by_type or not by_type[t][0].size:
-                continue
-            key = (t, sig[t], j.profile, j.gpus, j.spread_factor, instance.spread_base(t, j.gpus), fair,
-                   j.demand_throughput if fair else None)
-            f = cache.get(key)
-            if f is None:
-                f = cache[key] = _fit_factors(instance, j, t, by_type[t])
-            best = max(best, speed * f)
-        out.append(j.weight * best / j.demand_throughput)
+        mine = (j.profile, j.gpus, j.spread_factor, tuple(speeds.items()), j.demand_throughput)
+        per_weight = alike.get(mine)
+        if per_weight is None:
+            best = 0.0
+            for t, speed in speeds.items():
+                if t not in by_type or not by_type[t][0].size:
+                    continue
+                key = (t, sig[t], j.profile, j.gpus, j.spread_factor, instance.spread_base(t, j.gpus), fair,
+                       j.demand_throughput if fair else None)
+                f = cache.get(key)
+                if f is None:
+                    f = cache[key] = _fit_factors(instance, j, t, by_type[t])
+                best = max(best, speed * f)
+            per_weight = alike[mine] = best / j.demand_throughput
+        out.append(j.weight * per_weight)
     return out
 
 

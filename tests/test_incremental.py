@@ -263,6 +263,36 @@ def test_the_carried_schedule_keeps_what_stays_feasible_and_drops_the_rest():
     assert kept <= set(carried.jobs)
 
 
+def test_a_previous_schedule_that_no_longer_fits_is_cut_to_its_feasible_part(monkeypatch):
+    """A node lost most of its cores and one job's profile lost the grid point it ran at: the
+    chain's round is still feasible, keeps every job on the untouched nodes, and equals the
+    carry-over of the previous schedule's largest feasible part."""
+    inst = generate(nodes=3, jobs=8, seed=2)
+    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
+    prev = chain.solve(inst).schedule
+    d = inst.to_dict()
+    shrunk = d["nodes"][0]["id"]
+    d["nodes"][0]["cpus"] = 1
+    regridded = next(j for j, a in prev.jobs.items() if shrunk not in a.nodes)
+    for j in d["jobs"]:
+        if j["id"] == regridded:
+            prof = j["profile"]
+            point = prev.jobs[regridded].cpus_per_gpu
+            prof["cpus_per_gpu"] = [c + 100 if c == point else c for c in prof["cpus_per_gpu"]]
+            prof["cpus_per_gpu"], rows = zip(*sorted(zip(prof["cpus_per_gpu"], prof["throughput"], strict=True)), strict=True)
+            prof["cpus_per_gpu"], prof["throughput"] = list(prof["cpus_per_gpu"]), [list(r) for r in rows]
+            j["demand"] = {"cpus_per_gpu": prof["cpus_per_gpu"][0], "mem_per_gpu_gb": prof["mem_per_gpu_gb"][0]}
+    nxt = Instance.from_dict(d)
+    import optsched.incremental as incremental
+
+    cut = []
+    monkeypatch.setattr(incremental, "carry_over", lambda i, p: cut.append(1) or carry_over(i, p))
+    res = chain.solve(nxt)
+    assert cut == [1]  # the schedule as it stood failed the check
+    assert not check_schedule(nxt, res.schedule)
+    assert res.stats["carried_objective"] == pytest.approx(check_schedule(nxt, carry_over(nxt, prev)).objective)
+
+
 def test_state_is_one_round_and_round_trips():
     inst = generate(nodes=2, jobs=6, seed=1)
     chain = RoundSolver("cpsat", time_limit=1.0, options=FAST)
