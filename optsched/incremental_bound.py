@@ -16,12 +16,12 @@ that link the nodes are enumerated together (``max_p sum_j f_j(p_j) + sum_n V_n[
 Two relaxations keep it cheap and keep it a bound: a node's cores or memory beyond
 :data:`TABLE_CELLS` cells per axis are counted in units of ``u`` GB (each job's use rounded down,
 the capacity too: ``sum floor(a_i / u) <= floor(sum a_i / u) <= floor(C / u)``, so every feasible
-choice stays feasible), and where the gangs' joint points would exceed :data:`ENUM_LIMIT` the
-least valuable gangs are cut into one independent copy per node, each worth its share
+choice stays feasible), and where the gangs' joint points would exceed :data:`ENUM_LIMIT` (or
+their number :data:`ENUM_AXES`) the least valuable gangs are cut into one independent copy per node, each worth its share
 ``g_jn / g_j`` of the gang's worth at the point it picks (a feasible choice gives every copy the
 gang's point, so the cut problem's optimum is at least the real one).
 
-Used by :func:`optsched.incremental.gpu_knapsack_bound`; ``formulations/incremental.md`` states
+Used by :func:`optsched.knapsack_bound.gpu_knapsack_bound`; ``formulations/incremental.md`` states
 why the sum with the unpinned jobs' knapsack stays an upper bound.
 """
 
@@ -36,10 +36,12 @@ import numpy as np
 from optsched.model import Instance, Job
 from optsched.values import spread_multiplier
 
-__all__ = ["ENUM_LIMIT", "FILL_WORK", "TABLE_CELLS", "alike_but_weight", "fill_bound", "pinned_worth_bound"]
+__all__ = ["ENUM_AXES", "ENUM_LIMIT", "FILL_CELLS", "FILL_WORK", "TABLE_CELLS", "alike_but_weight", "fill_bound", "pinned_worth_bound"]
 
 #: most joint grid points of the gangs of one component that are enumerated (beyond: gangs are cut)
-ENUM_LIMIT = 20_000
+ENUM_LIMIT = 200_000
+#: most gangs enumerated together (one array axis each)
+ENUM_AXES = 24
 #: most cells per axis of a node's (cores, memory) table (beyond: counted in coarser units)
 TABLE_CELLS = 600
 
@@ -194,10 +196,11 @@ def _units(cpus: int, mem: int, cells: int) -> tuple[int, int]:
     return max(1, -(-cpus // cells)), max(1, -(-mem // cells))
 
 
-def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mapping[int, np.ndarray] | None = None) -> float:
+def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mapping[int, np.ndarray] | None = None,
+                     cells: int = TABLE_CELLS) -> float:
     """``P(K)`` of the module text for one component's pinned jobs (an upper bound on it where a
     node's table is coarsened or gangs are cut). ``starts`` (node index -> a table in the units of
-    ``_units(cpus, mem, TABLE_CELLS)``) adds to each such
+    ``_units(cpus, mem, cells)``) adds to each such
     node the most that its table gives for the cores and memory the pinned jobs leave there."""
     nodes = sorted({n for p in jobs for n in p.nodes})
     if any(not p.f.size for p in jobs):
@@ -212,11 +215,13 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
             use_m[n] += k * int(p.m[b])
     if not starts and all(use_c[n] <= instance.nodes[n].cpus and use_m[n] <= instance.nodes[n].mem_gb for n in nodes):
         return float(sum(p.f[b] for p, b in zip(jobs, best, strict=True)))  # every job's best point fits: no choice to make
-    gangs = sorted((p for p in jobs if len(p.nodes) > 1), key=lambda p: -float(p.f.max()))
+    # the most valuable gangs are enumerated, the rest are cut into per-node copies (exactly so
+    # for a gang with one useful point: its copies cannot disagree)
+    gangs = sorted((p for p in jobs if len(p.nodes) > 1 and p.f.size > 1), key=lambda p: -float(p.f.max()))
     joint = 1
     kept: list[_Pinned] = []
-    for g in gangs:  # the most valuable gangs are enumerated, the rest are cut into per-node copies
-        if joint * g.f.size <= ENUM_LIMIT:
+    for g in gangs:
+        if joint * g.f.size <= ENUM_LIMIT and len(kept) < ENUM_AXES:
             kept.append(g)
             joint *= g.f.size
     singles: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {n: [] for n in nodes}
@@ -253,7 +258,7 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
             fits = (cc <= left_c[..., None]) & (cm <= left_m[..., None])
             worth = np.where(fits, cv, -np.inf).max(axis=-1)
         else:
-            units = _units(node.cpus, node.mem_gb, TABLE_CELLS)
+            units = _units(node.cpus, node.mem_gb, cells)
             table = _node_table(node.cpus, node.mem_gb, units, singles[n], starts.get(n))
             ok = (left_c >= 0) & (left_m >= 0)
             worth = np.where(ok, table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]], -np.inf)
@@ -335,8 +340,11 @@ def pinned_worth_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | N
     return total, sum(j.gpus for j in pinned)
 
 
-#: most cell updates one fill bound spends on its tables (beyond: no fill bound, ``inf``)
+#: most cell updates one fill bound spends on its tables (beyond: coarser tables, then ``inf``)
 FILL_WORK = 10_000_000
+#: cells per axis of the fill bound's tables, finest first: the next is tried where the work
+#: would exceed :data:`FILL_WORK`
+FILL_CELLS = (TABLE_CELLS, 120, 40)
 
 
 def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
@@ -396,7 +404,20 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
     their table's best. Of the unpinned jobs alike in all but weight (profile, GPUs, speeds,
     spread factor, demand), only the ``free`` heaviest can matter on a node with ``free`` GPUs:
     any other in a node's best set can be swapped for a heavier one it leaves out, worth no less
-    at every point. ``formulations/incremental.md`` has the proof."""
+    at every point. ``formulations/incremental.md`` has the proof.
+
+    Where the tables would take more than :data:`FILL_WORK` cell updates at :data:`TABLE_CELLS`
+    cells per axis, they are built coarser (:data:`FILL_CELLS`; sizes rounded down, so still a
+    bound) before giving up."""
+    for cells in FILL_CELLS:
+        value = _fill_bound(instance, cache, cells)
+        if math.isfinite(value):
+            return value
+    return math.inf
+
+
+def _fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None, cells: int) -> float:
+    """:func:`fill_bound` with tables of at most ``cells`` cells per axis (``inf`` beyond :data:`FILL_WORK`)."""
     pinned = [j for j in instance.jobs if j.pinned]
     held = [0] * len(instance.nodes)
     for j in pinned:
@@ -415,7 +436,7 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
         if key not in tables:
             candidates = [j for js in ranked for j in js[: free[n]]]
             t, spent = _fill_table(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
-                                   _units(node.cpus, node.mem_gb, TABLE_CELLS), candidates, FILL_WORK - work)
+                                   _units(node.cpus, node.mem_gb, cells), candidates, FILL_WORK - work)
             if t is None:
                 return None
             tables[key] = t
@@ -436,7 +457,7 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
                 starts[n] = t
         if starts:
             value = _component_bound(instance, [_pinned(instance, pinned[i], _factor(instance, pinned[i]), cache) for i in comp],
-                                     starts)
+                                     starts, cells)
         else:
             value = _cached_component(instance, [pinned[i] for i in comp], cache)
         total += value

@@ -188,6 +188,7 @@ def test_the_fill_bound_is_at_least_the_proven_optimum(seed, monkeypatch):
     assert incremental_bound.fill_bound(inst) >= res.objective - 1e-9
     monkeypatch.setattr(incremental_bound, "ENUM_LIMIT", 1)
     monkeypatch.setattr(incremental_bound, "TABLE_CELLS", 5)
+    monkeypatch.setattr(incremental_bound, "FILL_CELLS", (5,))
     assert incremental_bound.fill_bound(inst) >= res.objective - 1e-9
 
 
@@ -223,3 +224,33 @@ def test_the_fill_bound_gives_up_beyond_its_work_limit(monkeypatch):
     monkeypatch.setattr(incremental_bound, "FILL_WORK", 0)
     assert incremental_bound.fill_bound(inst) == float("inf")
     assert incremental_bound.fill_bound(_squeeze()) == pytest.approx(3.9)
+
+
+def test_the_fill_bound_builds_coarser_tables_before_giving_up(monkeypatch):
+    """Where the fine tables would exceed the work limit, coarser ones (sizes rounded down) still
+    give a bound: never below the optimum, and finite where the coarsest table fits the limit."""
+    inst = _squeeze(gpus=5)
+    fine = incremental_bound.fill_bound(inst)
+    cells = (inst.nodes[0].cpus + 1) * (inst.nodes[0].mem_gb + 1)
+    monkeypatch.setattr(incremental_bound, "FILL_WORK", cells)  # the fine table needs more, one of 2 x 2 cells fits
+    monkeypatch.setattr(incremental_bound, "FILL_CELLS", (incremental_bound.TABLE_CELLS, 2))
+    coarse = incremental_bound.fill_bound(inst)
+    assert fine - 1e-9 <= coarse < float("inf")
+    for seed in range(8):
+        assert incremental_bound.fill_bound(_pinned_round(seed, waiting=4)) >= _optimum(_pinned_round(seed, waiting=4)).objective - 1e-9
+
+
+def test_many_gangs_on_the_same_nodes_are_enumerated_or_cut_without_limits_of_numpy():
+    """Forty pinned gangs over the same two nodes, each with one useful point, and two with a
+    choice: the one-point gangs are folded in exactly (their copies cannot disagree) and the
+    value is the best of the four joint choices, found by hand."""
+    inst = generate(nodes=2, jobs=1, seed=0, cpus_per_node=100, mem_per_node_gb=1000)
+    one = (np.array([1]), np.array([10]), np.array([1.0]))
+    two = (np.array([1, 20]), np.array([10, 10]), np.array([1.0, 1.5]))
+    jobs = [incremental_bound._Pinned({0: 1, 1: 1}, one, 1.0) for _ in range(40)]
+    jobs += [incremental_bound._Pinned({0: 1, 1: 1}, two, w) for w in (1.0, 2.0)]
+    # 40 + 2 cores used at the slow points; each fast point adds 19 per node: both fit (80 <= 100)
+    assert incremental_bound._component_bound(inst, jobs) == pytest.approx(40 + 1.5 + 3.0)
+    tight = generate(nodes=2, jobs=1, seed=0, cpus_per_node=70, mem_per_node_gb=1000)
+    # 42 + 19 = 61 <= 70 but 42 + 38 = 80 > 70: only the heavier gang goes fast
+    assert incremental_bound._component_bound(tight, jobs) == pytest.approx(40 + 1.0 + 3.0)
