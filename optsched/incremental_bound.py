@@ -36,7 +36,8 @@ import numpy as np
 from optsched.model import Instance, Job
 from optsched.values import spread_multiplier
 
-__all__ = ["ENUM_AXES", "ENUM_LIMIT", "FILL_CELLS", "FILL_WORK", "TABLE_CELLS", "alike_but_weight", "fill_bound", "pinned_worth_bound"]
+__all__ = ["ENUM_AXES", "ENUM_LIMIT", "FILL_CELLS", "FILL_WORK", "TABLE_CELLS", "alike_but_weight", "fill_bound", "node_ways",
+           "pinned_worth_bound"]
 
 #: most joint grid points of the gangs of one component that are enumerated (beyond: gangs are cut)
 ENUM_LIMIT = 200_000
@@ -170,25 +171,46 @@ def _node_best(cpus: int, mem: int, items: Sequence[tuple[np.ndarray, np.ndarray
 #: most (ways of a node's own jobs) x (points of the gangs on it) compared directly, without
 #: the node's table (:func:`_component_bound`)
 COMBO_WORK = 1_000_000
-#: most ways of a node's own jobs searched for useless ones (a quadratic test)
-PRUNE_WAYS = 256
+#: most (ways) x (core counts) cells of :func:`node_ways`'s test for useless ways
+WAY_CELLS = 4_000_000
 
 
-def _combos(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Every way ``items`` (one option each) can be, as summed cores, summed GB and summed worth,
-    with the ways that another needing no more of either and worth no less makes useless left
-    out; ``None`` when there are more than ``limit`` at some step."""
+def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: int, limit: int, picks: bool = False
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """Every useful way ``items`` (per item its options' cores, GB and worth; one option each)
+    can be on a node of ``cpus`` cores: the summed cores, GB and worth of each way and, with
+    ``picks``, the option each item takes (ways x items). Ways over ``cpus`` cores are left out,
+    and, once there are more than a few, every way that another needs no more of either resource
+    and is worth no less (of equal ones, the first is kept). ``None`` when more than ``limit``
+    ways would be formed at some step, or the test for useless ways would take more than
+    :data:`WAY_CELLS` cells."""
     c, m, v = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1)
+    chosen = np.zeros((1, 0), dtype=np.int64) if picks else None
     for wc, wm, f in items:
         if c.size * wc.size > limit:
             return None
-        c, m, v = (c[:, None] + wc[None, :]).ravel(), (m[:, None] + wm[None, :]).ravel(), (v[:, None] + f[None, :]).ravel()
-        if 32 < c.size <= PRUNE_WAYS:  # keep the undominated ways (sorted by worth, each against the better ones)
-            order = np.argsort(-v, kind="stable")
-            c, m, v = c[order], m[order], v[order]
-            dominated = np.triu((c[:, None] <= c[None, :]) & (m[:, None] <= m[None, :]), k=1).any(axis=0)
-            c, m, v = c[~dominated], m[~dominated], v[~dominated]
-    return c, m, v
+        way, opt = np.divmod(np.arange(c.size * wc.size), wc.size)
+        c, m, v = c[way] + wc[opt], m[way] + wm[opt], v[way] + f[opt]
+        keep = c <= cpus
+        if chosen is not None:
+            chosen = np.column_stack([chosen[way], opt])[keep]
+        c, m, v = c[keep], m[keep], v[keep]
+        if c.size <= 32:
+            continue
+        if c.size * (cpus + 1) > WAY_CELLS:
+            return None
+        # useless ways: by worth, best first; one is useless when an earlier one needs no more
+        # cores and no more memory (a running minimum of memory per core count)
+        order = np.argsort(-v, kind="stable")
+        c, m, v = c[order], m[order], v[order]
+        least = np.where(c[:, None] <= np.arange(cpus + 1)[None, :], m[:, None], np.iinfo(np.int64).max)
+        least = np.minimum.accumulate(least, axis=0)
+        useful = np.ones(c.size, dtype=bool)
+        useful[1:] = least[:-1][np.arange(c.size - 1), c[1:]] > m[1:]
+        c, m, v = c[useful], m[useful], v[useful]
+        if chosen is not None:
+            chosen = chosen[order][useful]
+    return c, m, v, chosen
 
 
 def _units(cpus: int, mem: int, cells: int) -> tuple[int, int]:
@@ -252,9 +274,9 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
                 left_c = left_c - along(i, g.nodes[n] * g.c)
                 left_m = left_m - along(i, g.nodes[n] * g.m)
         left_c, left_m = np.broadcast_arrays(left_c, left_m)
-        combos = None if n in starts else _combos(singles[n], COMBO_WORK // max(1, left_c.size))
-        if combos is not None:  # the few ways the node's own jobs can be, against each point of its gangs
-            cc, cm, cv = combos
+        ways = None if n in starts else node_ways(singles[n], node.cpus, COMBO_WORK // max(1, left_c.size))
+        if ways is not None:  # the few ways the node's own jobs can be, against each point of its gangs
+            cc, cm, cv, _ = ways
             fits = (cc <= left_c[..., None]) & (cm <= left_m[..., None])
             worth = np.where(fits, cv, -np.inf).max(axis=-1)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from test_incremental_bound import _gang_and_single, _pinned_round, _squeeze
 
@@ -106,3 +107,31 @@ def test_gang_ascent_keeps_schedules_feasible_and_never_lowers_their_worth(seed)
     for j in inst.jobs:
         if j.pinned:
             assert dict(out.jobs[j.id].nodes) == dict(j.placement)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_node_with_at_most_one_free_gpu_gets_the_tables_optimum(seed):
+    """The ways of the pinned jobs, each alone or with one waiting job beside it, choose a set
+    worth exactly the tables' optimum (or find, like them, that nothing fits)."""
+    nr = node_refill_module
+    rng = np.random.default_rng(seed)
+    cpus, mem, free = int(rng.integers(8, 40)), int(rng.integers(60, 400)), int(rng.integers(0, 2))
+    items = []
+    for mandatory in [True] * int(rng.integers(0, 6)) + [False] * int(rng.integers(0, 6)):
+        k = int(rng.integers(1, 3))
+        opts = [(k * int(rng.integers(1, 7)), k * int(rng.integers(5, 60)), float(rng.uniform(0.1, 3.0))) for _ in range(int(rng.integers(1, 5)))]
+        items.append((mandatory, opts, 0 if mandatory else int(rng.integers(1, 3))))
+    room = (free, cpus, mem)
+    tables, units = nr._tables(room, items)
+    best = float(tables[-1][free, cpus // units[0], mem // units[1]])
+    done, choice = nr._solve_few(room, items)
+    assert done
+    if not np.isfinite(best):
+        assert choice is None
+        return
+    assert choice is not None
+    got = [items[i][1][k] for i, k in enumerate(choice) if k is not None]
+    assert all(k is not None for (mandatory, _, _), k in zip(items, choice, strict=True) if mandatory)
+    assert sum(g for (_, _, g), k in zip(items, choice, strict=True) if k is not None) <= free
+    assert sum(o[0] for o in got) <= cpus and sum(o[1] for o in got) <= mem
+    assert sum(o[2] for o in got) == pytest.approx(best)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from optsched.incremental_bound import alike_but_weight
+from optsched.incremental_bound import alike_but_weight, node_ways
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
@@ -114,9 +114,59 @@ def _read(tables: list[np.ndarray], units: tuple[int, int], items: list[tuple[bo
     return choice
 
 
+#: most ways of a node's pinned jobs formed by the programme for nodes with at most one free GPU
+WAYS = 100_000
+
+#: a node's programme items: (mandatory, options (cores, GB, worth), GPUs), one option each
+Items = list[tuple[bool, list[tuple[int, int, float]], int]]
+
+
+def _solve_few(room: tuple[int, int, int], items: Items) -> tuple[bool, list[int | None] | None]:
+    """:func:`_solve_node` where at most one GPU is free for the optional items: the useful ways of
+    the mandatory ones (:func:`~optsched.incremental_bound.node_ways`), each alone or with the
+    best optional item that fits beside it. Exact, like the tables, at a fraction of their cells.
+    Returns (done, choice): not done when there would be more than :data:`WAYS` ways (the caller
+    builds the tables)."""
+    free, cpus, mem = room
+    must = [i for i, it in enumerate(items) if it[0]]
+    if any(not items[i][1] for i in must):
+        return True, None
+    arrays = [tuple(np.array(col, dtype=np.int64 if k < 2 else np.float64) for k, col in enumerate(zip(*items[i][1], strict=True)))
+              for i in must]
+    ways = node_ways(arrays, cpus, WAYS, picks=True)
+    if ways is None:
+        return False, None
+    wc, wm, wv, chosen = ways
+    fit = wm <= mem
+    if chosen is None or not fit.any():
+        return True, None
+    wc, wm, wv, chosen = wc[fit], wm[fit], wv[fit], chosen[fit]
+    way = int(np.argmax(wv))
+    best, extra = float(wv[way]), None
+    for i, (mandatory, opts, g) in enumerate(items):
+        if mandatory or g > free or not opts:
+            continue
+        oc, om, ov = (np.array(col) for col in zip(*opts, strict=True))
+        total = np.where((wc[:, None] + oc[None, :] <= cpus) & (wm[:, None] + om[None, :] <= mem), wv[:, None] + ov[None, :], -np.inf)
+        k = int(np.argmax(total))
+        if total.flat[k] > best + 1e-12 * max(1.0, abs(best)):
+            best, way, extra = float(total.flat[k]), k // len(opts), (i, k % len(opts))
+    choice: list[int | None] = [None] * len(items)
+    for pos, i in enumerate(must):
+        choice[i] = int(chosen[way, pos])
+    if extra is not None:
+        choice[extra[0]] = extra[1]
+    return True, choice
+
+
 def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]]) -> list[int | None] | None:
-    """The best choice of one option per item within ``room`` (:func:`_tables`); ``None`` when
-    that would take more than :data:`NODE_WORK` cell updates or no choice fits."""
+    """The best choice of one option per item within ``room`` (:func:`_tables`, or
+    :func:`_solve_few` where at most one GPU is free); ``None`` when that would take more than
+    :data:`NODE_WORK` cell updates or no choice fits."""
+    if room[0] <= 1:
+        done, choice = _solve_few(room, items)
+        if done:
+            return choice
     built = _tables(room, items)
     if built is None:
         return None
@@ -133,9 +183,6 @@ def _movable(job: Job, a: Assignment) -> bool:
 def _ranked(instance: Instance) -> list[list[Job]]:
     """The waiting jobs (not running, not elastic) by class (:func:`alike_but_weight`)."""
     return alike_but_weight(j for j in instance.jobs if j.placement is None and j.elastic is None)
-
-
-Items = list[tuple[bool, list[tuple[int, int, float]], int]]
 
 
 def _node_part(instance: Instance, jobs: dict[str, Assignment], nid: str, ranked: list[list[Job]],
