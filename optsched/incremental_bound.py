@@ -171,6 +171,8 @@ def _node_best(cpus: int, mem: int, items: Sequence[tuple[np.ndarray, np.ndarray
 #: most (ways of a node's own jobs) x (points of the gangs on it) compared directly, without
 #: the node's table (:func:`_component_bound`)
 COMBO_WORK = 1_000_000
+#: the same where a start table is read for each (a gather, dearer than a comparison)
+START_WORK = 50_000
 #: most (ways) x (core counts) cells of :func:`node_ways`'s test for useless ways
 WAY_CELLS = 4_000_000
 
@@ -274,13 +276,16 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
                 left_c = left_c - along(i, g.nodes[n] * g.c)
                 left_m = left_m - along(i, g.nodes[n] * g.m)
         left_c, left_m = np.broadcast_arrays(left_c, left_m)
-        ways = None if n in starts else node_ways(singles[n], node.cpus, COMBO_WORK // max(1, left_c.size))
+        units = _units(node.cpus, node.mem_gb, cells)
+        ways = node_ways(singles[n], node.cpus, (START_WORK if n in starts else COMBO_WORK) // max(1, left_c.size))
         if ways is not None:  # the few ways the node's own jobs can be, against each point of its gangs
             cc, cm, cv, _ = ways
-            fits = (cc <= left_c[..., None]) & (cm <= left_m[..., None])
+            rest_c, rest_m = left_c[..., None] - cc, left_m[..., None] - cm
+            fits = (rest_c >= 0) & (rest_m >= 0)
+            if n in starts:  # and what the start table gives for the rest (sizes rounded down: a bound)
+                cv = cv + starts[n][np.maximum(rest_c, 0) // units[0], np.maximum(rest_m, 0) // units[1]]
             worth = np.where(fits, cv, -np.inf).max(axis=-1)
         else:
-            units = _units(node.cpus, node.mem_gb, cells)
             table = _node_table(node.cpus, node.mem_gb, units, singles[n], starts.get(n))
             ok = (left_c >= 0) & (left_m >= 0)
             worth = np.where(ok, table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]], -np.inf)

@@ -51,6 +51,12 @@ def _lean_point(job: Job, pts: list[tuple[int, int, float]], cpg: float, mpg: fl
     return best[0], best[1]
 
 
+#: most (profile, demand, fairness, cluster shape) entries of eligible and lean points kept
+#: between calls (cleared when full); the lists are shared, never changed
+POINTS_CACHE = 4096
+_POINTS: dict[tuple[Any, ...], tuple[list[tuple[int, int, float]], tuple[int, int]]] = {}
+
+
 def fungible_greedy_schedule(instance: Instance, *, seed: int = 0, fixed: Schedule | None = None, pack: bool = True) -> Schedule:
     """Fungible greedy schedule, deterministic (``seed`` is accepted for the common interface).
 
@@ -96,14 +102,17 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
     mpg = max(1.0, sum(n.mem_gb for n in instance.nodes) / tg)
     chosen: dict[str, tuple[dict[str, int], int, int]] = {}
     # jobs sharing a profile (and, in a fair round, a demand) share their eligible and lean points
-    cache: dict[tuple[int, tuple[int, int] | None], tuple[list[tuple[int, int, float]], tuple[int, int]]] = {}
     pts_of: dict[str, list[tuple[int, int, float]]] = {}
+    fair = instance.round.fair
+
     def points(job: Job) -> tuple[list[tuple[int, int, float]], tuple[int, int]]:
-        key = (id(job.profile), job.demand if instance.round.fair else None)
-        hit = cache.get(key)
+        key = (job.profile, job.demand if fair else None, fair, cpg, mpg)
+        hit = _POINTS.get(key)
         if hit is None:
+            if len(_POINTS) >= POINTS_CACHE:
+                _POINTS.clear()
             pts = _eligible(instance, job)
-            hit = cache[key] = (pts, _lean_point(job, pts, cpg, mpg))
+            hit = _POINTS[key] = (pts, _lean_point(job, pts, cpg, mpg))
         return hit
 
     for jid, a in (fixed.jobs.items() if fixed is not None else ()):
