@@ -80,14 +80,10 @@ def round_key(instance: Instance) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def _same_shape(a: Instance, b: Instance) -> bool:
-    """Whether two rounds have the same node ids and capacities and the same job ids and GPU
-    counts, in order: a round that differs here has another :func:`round_key` (a cheap test
-    that spares the digest on most rounds of a simulator's chain)."""
-    if len(a.nodes) != len(b.nodes) or len(a.jobs) != len(b.jobs):
-        return False
-    return all(m.id == n.id and m.gpus == n.gpus and m.cpus == n.cpus and m.mem_gb == n.mem_gb for m, n in zip(a.nodes, b.nodes, strict=True)) \
-        and all(i.id == j.id and i.gpus == j.gpus for i, j in zip(a.jobs, b.jobs, strict=True))
+def _same_round(a: Instance, b: Instance) -> bool:
+    """Whether two rounds are equal in every field but their names: the same :func:`round_key`."""
+    return a.version == b.version and a.round == b.round and a.nodes == b.nodes and a.jobs == b.jobs \
+        and a._spread_over == b._spread_over
 
 
 def _feasible_part(instance: Instance, schedule: Schedule) -> Schedule:
@@ -269,8 +265,15 @@ class RoundSolver:
         start = time.perf_counter()
         last = self._previous()
         key = None
-        # the digest only where the round may equal the last: same nodes, same jobs, same sizes
-        if self.reuse and last is not None and (last[0] is None or _same_shape(last[0], instance)):
+        if self.reuse and last is not None and last[0] is not None:
+            # the last round's instance is at hand: compared field by field, which stops at the
+            # first difference (most rounds of a chain differ in some job), with no digest
+            if _same_round(last[0], instance):
+                out = self._reused(instance, last[1], start)
+                if out is not None:
+                    self._state, self._unkeyed = None, (instance, out)
+                    return out
+        elif self.reuse and last is not None:  # resumed from a state: its key is all there is
             key = round_key(instance)
             previous_state = self.state
             if previous_state is not None and previous_state.key == key:

@@ -374,14 +374,11 @@ FILL_WORK = 10_000_000
 FILL_CELLS = (TABLE_CELLS, 120, 40)
 
 
-def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
-                candidates: Sequence[Job], budget: float) -> tuple[np.ndarray | None, int]:
-    """``S[c, m]``: the most unpinned ``candidates`` are worth on one node of ``gpu_type`` within
-    ``free`` GPUs, ``c`` units of cores and ``m`` of memory, each job at most once, as pieces of
-    ``k <= min(g_j, free)`` GPUs worth ``k / g_j`` of the job's unspread, unmoved worth at the
-    piece's grid point (sizes rounded down to units); and the cell updates it took. ``None``
-    (and no work) when that would exceed ``budget``. With one free GPU a node holds one piece, so
-    the table is a running maximum of the pieces' worth, with no programme."""
+def _fill_pieces(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
+                 candidates: Sequence[Job]) -> tuple[list[list[tuple[int, int, int, float]]], int]:
+    """The pieces :func:`_fill_table` builds its table from, per candidate: ``k <= min(g_j,
+    free)`` of its GPUs at one grid point, as (GPUs, cores and GB in units, worth) (``k / g_j`` of
+    the job's unspread, unmoved worth there); and the table's cell updates."""
     uc, um = units
     cc, mm = cpus // uc, mem // um
     pieces: list[list[tuple[int, int, int, float]]] = []
@@ -399,22 +396,29 @@ def _fill_table(instance: Instance, gpu_type: str, free: int, cpus: int, mem: in
                if a <= cc and b <= mm and v > 0]
         if own:
             pieces.append(own)
+    cells = (cc + 1) * (mm + 1)
+    return pieces, cells if free == 1 else sum(len(own) for own in pieces) * (free + 1) * cells
+
+
+def _fill_table(free: int, shape: tuple[int, int], pieces: list[list[tuple[int, int, int, float]]]) -> np.ndarray:
+    """``S[c, m]``: the most the pieces (:func:`_fill_pieces`; each job at most once) are worth
+    on one node within ``free`` GPUs, ``c`` units of cores and ``m`` of memory (``shape``: the
+    table's). With one free GPU a node holds one piece, so the table is a running maximum of the
+    pieces' worth, with no programme."""
     if free == 1:
-        table = np.zeros((cc + 1, mm + 1))
+        table = np.zeros(shape)
         for own in pieces:
             for _k, a, b, v in own:
                 table[a, b] = max(table[a, b], v)
-        return np.maximum.accumulate(np.maximum.accumulate(table, axis=0), axis=1), table.size
-    work = sum(len(own) for own in pieces) * (free + 1) * (cc + 1) * (mm + 1)
-    if work > budget:
-        return None, 0
-    dp = np.zeros((free + 1, cc + 1, mm + 1))
+        return np.maximum.accumulate(np.maximum.accumulate(table, axis=0), axis=1)
+    cc, mm = shape[0] - 1, shape[1] - 1
+    dp = np.zeros((free + 1, *shape))
     for own in pieces:
         new = dp.copy()
         for k, a, b, v in own:
             np.maximum(new[k:, a:, b:], dp[: free + 1 - k, : cc + 1 - a, : mm + 1 - b] + v, out=new[k:, a:, b:])
         dp = new
-    return dp.max(axis=0), work
+    return dp.max(axis=0)
 
 
 def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> float:
@@ -453,45 +457,44 @@ def _fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None, ce
     free = [max(0, n.gpus - h) for n, h in zip(instance.nodes, held, strict=True)]
     most = max(free, default=0)
     ranked = [js[:most] for js in alike_but_weight(j for j in instance.jobs if not j.pinned)]
-    tables: dict[tuple[Any, ...], np.ndarray] = {}
+    components = []
+    for comp in _components([[instance.node_idx(n) for n in j.placement or {}] for j in pinned]):
+        components.append((comp, {instance.node_idx(nid) for i in comp for nid in pinned[i].placement or {}}))
+    covered = {n for _, nodes in components for n in nodes}
+    alone = [n for n in range(len(instance.nodes)) if n not in covered and free[n]]
+    # every table's pieces and work first, in the order the tables are read, so that a bound
+    # over the work limit is given up before any table is built
+    pieces: dict[tuple[Any, ...], list[list[tuple[int, int, int, float]]]] = {}
     work = 0
+    for n in [n for _, nodes in components for n in nodes if free[n]] + alone:
+        node = instance.nodes[n]
+        key = (node.gpu_type, free[n], node.cpus, node.mem_gb)
+        if key not in pieces:
+            candidates = [j for js in ranked for j in js[: free[n]]]
+            pieces[key], need = _fill_pieces(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
+                                             _units(node.cpus, node.mem_gb, cells), candidates)
+            if free[n] > 1 and need > FILL_WORK - work:
+                return math.inf
+            work += need
+    tables: dict[tuple[Any, ...], np.ndarray] = {}
 
-    def table(n: int) -> np.ndarray | None:
-        nonlocal work
+    def table(n: int) -> np.ndarray:
         node = instance.nodes[n]
         key = (node.gpu_type, free[n], node.cpus, node.mem_gb)
         if key not in tables:
-            candidates = [j for js in ranked for j in js[: free[n]]]
-            t, spent = _fill_table(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
-                                   _units(node.cpus, node.mem_gb, cells), candidates, FILL_WORK - work)
-            if t is None:
-                return None
-            tables[key] = t
-            work += spent
+            units = _units(node.cpus, node.mem_gb, cells)
+            tables[key] = _fill_table(free[n], (node.cpus // units[0] + 1, node.mem_gb // units[1] + 1), pieces[key])
         return tables[key]
 
     total = 0.0
-    covered: set[int] = set()
-    for comp in _components([[instance.node_idx(n) for n in j.placement or {}] for j in pinned]):
-        nodes = {instance.node_idx(nid) for i in comp for nid in pinned[i].placement or {}}
-        covered |= nodes
-        starts: dict[int, np.ndarray] = {}
-        for n in nodes:
-            if free[n]:
-                t = table(n)
-                if t is None:
-                    return math.inf
-                starts[n] = t
+    for comp, nodes in components:
+        starts = {n: table(n) for n in nodes if free[n]}
         if starts:
             value = _component_bound(instance, [_pinned(instance, pinned[i], _factor(instance, pinned[i]), cache) for i in comp],
                                      starts, cells)
         else:
             value = _cached_component(instance, [pinned[i] for i in comp], cache)
         total += value
-    for n in range(len(instance.nodes)):
-        if n not in covered and free[n]:
-            t = table(n)
-            if t is None:
-                return math.inf
-            total += float(t[-1, -1])
+    for n in alone:
+        total += float(table(n)[-1, -1])
     return total
