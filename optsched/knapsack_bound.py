@@ -19,14 +19,6 @@ from optsched.model import Instance
 __all__ = ["FIT_CACHE_SIZE", "KNAPSACK_CELLS", "gpu_knapsack_bound"]
 
 
-def _best_value(job: Any) -> float:
-    """The most a job can be worth in any schedule, ignoring the nodes: its weight x its fastest
-    allowed GPU's speed x its best throughput over demand (spread and restart factors are at most 1)."""
-    speeds = job.gpu_speed.values() if job.gpu_speed is not None else (1.0,)
-    best = max(max(row) for row in job.profile.throughput)
-    return job.weight * max(speeds) * best / job.demand_throughput
-
-
 def _fit_factors(instance: Instance, job: Any, gpu_type: str, nodes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> float:
     """The most ``throughput[c][m] x spread multiplier`` a job reaches on ``gpu_type``'s nodes:
     at grid point ``(c, m)`` node ``n`` holds at most ``min(gpus_n, cpus_n // c, mem_n // m)`` of its
@@ -80,7 +72,7 @@ FIT_CACHE_SIZE = 4096
 
 def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> list[float]:
     """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
-    allowed GPU types; :func:`_best_value` where that would be slower than it is worth).
+    allowed GPU types, times its weight, speed and one over its demand's throughput).
     ``cache`` (fit factors keyed by everything they depend on: the type's nodes, the job's
     profile, GPUs, spread factor and base, the round's fairness and the job's demand where
     fair) may be shared between rounds on the same nodes."""
