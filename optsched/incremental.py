@@ -127,6 +127,22 @@ def carry_over(instance: Instance, previous: Schedule | None) -> Schedule:
     return fungible_greedy_schedule(instance, fixed=fixed if fixed is not None and fixed.jobs else None)
 
 
+def _carried(instance: Instance, previous: Schedule | None) -> tuple[Schedule, CheckReport]:
+    """:func:`carry_over`'s schedule and its checker report, checked once where the previous
+    schedule stays feasible (most rounds of a chain): the previous assignments that ``instance``
+    can read are completed as they stand, and only where the checker refuses the result is the
+    previous schedule's largest feasible part completed instead (the same schedule wherever both
+    apply)."""
+    present = None if previous is None else _present(instance, previous)
+    if present is not None and present.jobs:
+        carried = fungible_greedy_schedule(instance, fixed=present)
+        report = check_schedule(instance, carried)
+        if not report:
+            return carried, report
+    carried = carry_over(instance, previous)
+    return carried, check_schedule(instance, carried)
+
+
 @dataclass(frozen=True)
 class RoundState:
     """What a :class:`RoundSolver` remembers between rounds: the last round's key
@@ -298,14 +314,7 @@ class RoundSolver:
 
     def _solve(self, instance: Instance, previous: Schedule | None, start: float) -> Result:
         families = policy_families(instance)
-        # first the previous schedule as it stands (one check, not two, where it stays feasible,
-        # which is most rounds of a chain); only where that fails, its largest feasible part
-        present = None if previous is None else _present(instance, previous)
-        carried = fungible_greedy_schedule(instance, fixed=present) if present is not None and present.jobs else carry_over(instance, previous)
-        report = check_schedule(instance, carried)
-        if report and present is not None and present.jobs:
-            carried = carry_over(instance, previous)
-            report = check_schedule(instance, carried)
+        carried, report = _carried(instance, previous)
         hint: Schedule | None = None if report else carried
         stats: dict[str, Any] = {"incremental": "cold" if previous is None else "searched"}
         starts: list[tuple[str, Schedule]] | None = None  # cpsat's greedy starts, where built here

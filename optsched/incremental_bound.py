@@ -225,20 +225,13 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
     """``P(K)`` of the module text for one component's pinned jobs (an upper bound on it where a
     node's table is coarsened or gangs are cut). ``starts`` (node index -> a table in the units of
     ``_units(cpus, mem, cells)``) adds to each such
-    node the most that its table gives for the cores and memory the pinned jobs leave there."""
+    node the most that its table gives for the cores and memory the pinned jobs leave there.
+    Whether every job's fastest point fits (then no choice is left) is :func:`_best_fits`'s to
+    find, before this."""
     nodes = sorted({n for p in jobs for n in p.nodes})
     if any(not p.f.size for p in jobs):
         return math.inf  # a job with no point that fits: the caller falls back to a looser bound
     starts = starts or {}
-    best = [int(np.argmax(p.f)) for p in jobs]
-    use_c = dict.fromkeys(nodes, 0)
-    use_m = dict.fromkeys(nodes, 0)
-    for p, b in zip(jobs, best, strict=True):
-        for n, k in p.nodes.items():
-            use_c[n] += k * int(p.c[b])
-            use_m[n] += k * int(p.m[b])
-    if not starts and all(use_c[n] <= instance.nodes[n].cpus and use_m[n] <= instance.nodes[n].mem_gb for n in nodes):
-        return float(sum(p.f[b] for p, b in zip(jobs, best, strict=True)))  # every job's best point fits: no choice to make
     # the most valuable gangs are enumerated, the rest are cut into per-node copies (exactly so
     # for a gang with one useful point: its copies cannot disagree)
     gangs = sorted((p for p in jobs if len(p.nodes) > 1 and p.f.size > 1), key=lambda p: -float(p.f.max()))
