@@ -177,6 +177,36 @@ class RoundState:
         return cls(d["key"], result)
 
 
+class _Backoff:
+    """Rounds to skip a step after it found nothing (``RoundSolver.search_backoff``): 1, 2, 4, ...
+    up to ``cap`` rounds not closed by the bound, unless a round's gap is more than
+    :data:`BACKOFF_WIDER` times the one the last fruitless try left; a try that finds something
+    resets it."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.reset()
+
+    def reset(self) -> None:
+        self.skip, self.next_skip, self.gap = 0, 1, 0.0
+
+    def skips(self, gap: float) -> bool:
+        """Whether a round with this ``gap`` skips the step (counting it when it does)."""
+        if self.skip > 0 and gap <= BACKOFF_WIDER * self.gap:
+            self.skip -= 1
+            return True
+        return False
+
+    def record(self, found: bool, gap: float) -> None:
+        """After a try: ``found`` something, or not, leaving ``gap``."""
+        if found or not self.cap:
+            self.skip, self.next_skip = 0, 1
+        else:
+            self.skip = min(self.next_skip, self.cap)
+            self.next_skip = min(2 * self.next_skip, self.cap)
+            self.gap = gap
+
+
 class RoundSolver:
     """Solves a chain of rounds, each from the previous one's answer.
 
@@ -204,14 +234,17 @@ class RoundSolver:
         refilled) schedule makes the chain skip the search in the next 1, 2, 4, ... rounds that
         are not closed by the bound, up to this many, unless a round's gap is more than
         :data:`BACKOFF_WIDER` times the one that search left; a search that improves resets it.
-        ``0`` searches every round.
+        The solver, which runs after the best responses, has a backoff of its own by the same
+        rule, counting only what it adds to their schedule (or a proof). ``0`` searches every
+        round.
 
     ``solve`` returns a :class:`~optsched.result.Result` whose ``stats["incremental"]`` says how
     the round was answered (:data:`PATHS`): ``cold`` (no usable previous round: a plain solve with
     fungible-greedy's hint), ``reused``, ``carried`` (the carried-over schedule, proven within the
     gap target: no search), ``searched`` (the solver ran from the carried-over schedule) or
     ``skipped`` (not proven within the gap target, but searched no further: ``stats["skipped"]`` is
-    ``"backoff"`` after fruitless searches, see ``search_backoff``, or ``"time"`` when the steps
+    ``"backoff"`` after fruitless searches, see ``search_backoff``, ``"solver-backoff"`` after
+    solver calls that added nothing to the best responses, or ``"time"`` when the steps
     before the best responses used half of ``time_limit``, or the best responses left less than a
     quarter of it for the solver; the time rule is off when
     ``options`` set ``deterministic_time``, so that such chains stay reproducible). A skipped
@@ -243,8 +276,8 @@ class RoundSolver:
         self._unkeyed: tuple[Instance, Result] | None = None  # the last round, its key not computed yet
         self._fit_cache: dict[tuple[Any, ...], Any] = {}  # fit factors and pinned jobs' points, between rounds (bounded)
         self.search_backoff = search_backoff
-        self._skip, self._next_skip = 0, 1  # searches to skip now, and after the next fruitless one
-        self._skip_gap = 0.0  # the gap the last fruitless search left: wider rounds search anyway
+        self._search = _Backoff(search_backoff)  # the search: best responses, then the solver
+        self._solver = _Backoff(search_backoff)  # the solver alone, after best responses
 
     @property
     def state(self) -> RoundState | None:
@@ -262,7 +295,8 @@ class RoundSolver:
             raise InputError("state", value, "must be a RoundState or None")
         self._state, self._unkeyed = value, None
         if value is None:
-            self._skip, self._next_skip = 0, 1
+            self._search.reset()
+            self._solver.reset()
 
     def reset(self) -> None:
         """Forget the previous round."""
@@ -334,8 +368,8 @@ class RoundSolver:
             gap = 1.0 - value / bound if bound > 0 else 0.0
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 stats["open_gap"] = gap
-            if value < (1.0 - self.gap_target) * bound - 1e-9 and self._skip > 0 and gap <= BACKOFF_WIDER * self._skip_gap:
-                self._skip -= 1  # the last searches found nothing: skip this one (search_backoff)
+            if value < (1.0 - self.gap_target) * bound - 1e-9 and self._search.skips(gap):
+                # the last searches found nothing: skip this one (search_backoff)
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "backoff"})
             if value < (1.0 - self.gap_target) * bound - 1e-9 and pinned:
@@ -346,7 +380,7 @@ class RoundSolver:
             if value < (1.0 - self.gap_target) * bound - 1e-9 and self._out_of_time(start, 0.5):
                 # the steps above used half the round: the greedy starts and best responses
                 # below (hundreds of ms on rounds of hundreds of jobs) would overrun it
-                self._searched(value > report.objective * (1 + 1e-9), 1.0 - value / bound)
+                self._search.record(value > report.objective * (1 + 1e-9), 1.0 - value / bound)
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "time"})
             if value < (1.0 - self.gap_target) * bound - 1e-9:
@@ -362,10 +396,17 @@ class RoundSolver:
                 status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "carried"})
+            left_gap = 1.0 - value / bound
             if self._out_of_time(start, 0.75):
-                self._searched(value > report.objective * (1 + 1e-9), 1.0 - value / bound)  # report: the carried-over (or refilled) schedule's
+                self._search.record(value > report.objective * (1 + 1e-9), left_gap)  # report: the carried-over (or refilled) schedule's
                 return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "skipped", "skipped": "time"})
+            if self._solver.skips(left_gap):
+                # the solver's last calls found nothing the best responses had not (on large
+                # congested rounds it rarely does at this budget): skip it, keep theirs
+                self._search.record(value > report.objective * (1 + 1e-9), left_gap)
+                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                              {**stats, "incremental": "skipped", "skipped": "solver-backoff"})
         options = dict(self.options)
         if self.solver == "cpsat":
             if self.gap_target > 0:
@@ -382,6 +423,7 @@ class RoundSolver:
             bound = stats["knapsack_bound"] if bound is None else min(bound, stats["knapsack_bound"])
         schedule, objective, status = res.schedule, res.objective, res.status
         hint_value = stats.get("improved_objective", stats.get("carried_objective"))
+        solver_found = hint is None or objective > hint_value * (1 + 1e-9) or status is Status.OPTIMAL
         if hint is not None and hint_value > objective + 1e-9 * max(1.0, objective) and families <= BOUND_FAMILIES:
             # never worse than the carried-over schedule (rounds ranked by worth alone)
             schedule, objective, status = hint, hint_value, Status.FEASIBLE
@@ -391,8 +433,9 @@ class RoundSolver:
                 status = Status.OPTIMAL
         if "carried_objective" in stats:
             base = stats.get("refilled_objective", stats["carried_objective"])
-            self._searched(objective > base * (1 + 1e-9) or status is Status.OPTIMAL,
-                           1.0 - objective / bound if bound else math.inf)
+            left_gap = 1.0 - objective / bound if bound else math.inf
+            self._search.record(objective > base * (1 + 1e-9) or status is Status.OPTIMAL, left_gap)
+            self._solver.record(solver_found or status is Status.OPTIMAL, left_gap)
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
 
@@ -400,17 +443,6 @@ class RoundSolver:
         """Whether the round has used more than ``share`` of ``time_limit`` (never under
         ``deterministic_time``, so that such chains stay reproducible)."""
         return "deterministic_time" not in self.options and time.perf_counter() - start > share * self.time_limit
-
-    def _searched(self, improved: bool, gap: float) -> None:
-        """Set the backoff after a search (``search_backoff``): reset when it improved the
-        carried-over (or refilled) schedule or proved it, else skip the next 1, 2, 4, ... unclosed
-        rounds whose gap is at most :data:`BACKOFF_WIDER` times ``gap``, the one it left."""
-        if improved or not self.search_backoff:
-            self._skip, self._next_skip = 0, 1
-        else:
-            self._skip = min(self._next_skip, self.search_backoff)
-            self._next_skip = min(2 * self._next_skip, self.search_backoff)
-            self._skip_gap = gap
 
     def _take_better(self, instance: Instance, hint: Schedule, value: float, report: CheckReport, better: Schedule,
                      stats: dict[str, Any]) -> tuple[Schedule, float, CheckReport]:

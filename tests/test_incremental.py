@@ -105,8 +105,11 @@ def _chain_paths(search_backoff: int, time_limit: float = 0.1, deterministic: bo
         assert res.bound is None or res.bound >= res.objective - 1e-6
         base = res.stats.get("refilled_objective", res.stats.get("carried_objective"))  # what the search starts from
         improved = base is not None and (res.objective > base * (1 + 1e-9) or res.status.value == "optimal")
+        # what the solver added to the best responses' schedule (its hint), or a proof
+        given = res.stats.get("improved_objective", res.stats.get("carried_objective"))
+        found = given is not None and (res.objective > given * (1 + 1e-9) or res.status.value == "optimal")
         left = 1.0 - res.objective / res.bound if res.bound else 0.0  # the gap the round left
-        out.append((res.stats["incremental"], res.stats.get("skipped"), improved, res.stats.get("open_gap"), left))
+        out.append((res.stats["incremental"], res.stats.get("skipped"), improved, res.stats.get("open_gap"), left, found))
         return res
 
     simulate(_workload(nodes, sizes, probs, span_h=span), nodes, policies.get_policy("fifo"), alloc,
@@ -118,20 +121,31 @@ def test_search_backoff_skips_after_fruitless_searches_doubling_up_to_its_cap():
     """After a search that does not improve the carried-over (or refilled) schedule, the chain
     skips the search in the next 1, 2, 4, ... rounds not closed by the bound (at most
     ``search_backoff``) whose gap is at most ``BACKOFF_WIDER`` times the one that search left, and
-    a search that improves resets it; ``search_backoff=0`` searches every such round."""
+    a search that improves resets it; the solver, after the best responses, backs off by the same
+    rule on what it alone adds; ``search_backoff=0`` searches every such round."""
     assert all(r[0] != "skipped" for r in _chain_paths(0))
     rounds = _chain_paths(2)
     assert any(r[0] == "skipped" for r in rounds)
     skip, nxt, ref = 0, 1, 0.0
-    for path, why, improved, open_gap, left in rounds:
+    solver = [0, 1, 0.0]  # the solver's own backoff: skip, next skip, gap
+    kinds = set()
+    for path, why, improved, open_gap, left, found in rounds:
         if path in ("cold", "reused", "carried"):
             continue
         if skip and open_gap <= BACKOFF_WIDER * ref:
             assert (path, why) == ("skipped", "backoff")
             skip -= 1
             continue
-        assert path == "searched" or why == "time"
+        if why != "time" and solver[0] and left <= BACKOFF_WIDER * solver[2]:
+            assert (path, why) == ("skipped", "solver-backoff")
+            solver[0] -= 1
+        elif path == "searched":
+            solver = [0, 1, solver[2]] if found else [min(solver[1], 2), min(2 * solver[1], 2), left]
+        else:
+            assert why == "time"
+        kinds.add(why or path)
         skip, nxt, ref = (0, 1, ref) if improved else (min(nxt, 2), min(2 * nxt, 2), left)
+    assert {"searched", "solver-backoff"} <= kinds
 
 
 def test_a_search_that_would_overrun_the_time_limit_is_skipped_unless_deterministic():
