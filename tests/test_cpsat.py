@@ -168,21 +168,6 @@ def test_hint_is_used():
     assert res.objective == pytest.approx(3.0)
 
 
-def test_greedy_dense_start_only_where_a_running_job_may_move():
-    """``greedy-dense`` (running jobs by value per GPU, not first) is built only where some
-    running job may move: where every running job is pinned it could only displace them."""
-    from optsched.exact.core import greedy_starts
-    from optsched.gen import generate
-
-    d = generate(nodes=4, jobs=20, seed=5, running_fraction=0.5).to_dict()
-    assert any(j.get("placement") for j in d["jobs"])
-    assert "greedy-dense" in dict(greedy_starts(Instance.from_dict(d)))
-    for j in d["jobs"]:
-        if j.get("placement"):
-            j["preemptible"] = False
-    assert [n for n, _ in greedy_starts(Instance.from_dict(d))] == ["greedy", "fungible-greedy"]
-
-
 def test_greedy_starts_built_by_the_caller_give_the_same_answer(monkeypatch):
     """``greedy_starts`` (the round's :func:`~optsched.exact.core.greedy_starts`, built by the
     caller) replaces cpsat's own build, and the answer is the same; anything else is refused."""

@@ -19,7 +19,7 @@ from ortools.sat.python import cp_model
 
 from optsched.elastic import expand, has_elastic
 from optsched.exact.fixing import config_fixing
-from optsched.exact.hint import greedy_schedule, movable_running
+from optsched.exact.hint import greedy_schedule
 from optsched.exact.model import OutOfTime, build_model, make_scale
 from optsched.exact.options import PORTFOLIOS, _check_options
 from optsched.exact.policies import solve_lexicographic
@@ -129,14 +129,14 @@ def start_bound_worker(instance: Instance, time_limit: float, schedules: list[Sc
 def greedy_starts(instance: Instance, data: list[JobData] | None = None, *, seed: int = 0) -> list[tuple[str, Schedule]]:
     """The named greedy schedules ``cpsat`` starts from when it builds them itself: ``greedy``
     (:func:`~optsched.exact.hint.greedy_schedule`), ``greedy-dense`` (running jobs by value per
-    GPU, not first; only in a round with running jobs that may move) and ``fungible-greedy``'s schedule (elastic:
+    GPU, not first; only in a round with running jobs) and ``fungible-greedy``'s schedule (elastic:
     sizes chosen by marginal value; HUG: it fills by progress, which the greedy hints know nothing
     of). ``data``: the round's :func:`~optsched.exact.prep.job_data` (default: built here). A
     caller that has built them for the round passes them back as option ``greedy_starts``, and
     ``cpsat`` builds none (the same schedules, so the same answer)."""
     data = job_data(instance) if data is None else data
     out = [("greedy", greedy_schedule(instance, data))]
-    if movable_running(instance):
+    if any(j.placement for j in instance.jobs):
         out.append(("greedy-dense", greedy_schedule(instance, data, running_first=False)))
     out.append(("fungible-greedy", FungibleGreedy().solve(instance, time_limit=1.0, seed=seed).schedule))  # (no time limit of its own)
     return out

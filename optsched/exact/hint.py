@@ -22,14 +22,7 @@ from optsched.heuristics.drf import progressive_fill
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 
-__all__ = ["greedy_schedule", "movable_running"]
-
-
-def movable_running(instance: Instance) -> bool:
-    """Whether some running job may move this round (not pinned): only then can running jobs take
-    their turn by value per GPU (``greedy_schedule(..., running_first=False)``); where every
-    running job is pinned, that order only displaces them."""
-    return any(j.placement and not j.pinned for j in instance.jobs)
+__all__ = ["greedy_schedule"]
 
 
 def greedy_schedule(instance: Instance, data: list[JobData] | None = None, running_first: bool = True,

@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from optsched.exact.core import CpSatCore
-from optsched.exact.hint import greedy_schedule, movable_running
+from optsched.exact.hint import greedy_schedule
 from optsched.exact.prep import JobData, job_data
 from optsched.heuristics.drf import fair_round, fair_stats, keep_level
 from optsched.heuristics.fungible_greedy import FungibleGreedy
@@ -138,7 +138,7 @@ def _starts(instance: Instance, hint: Schedule | None, until: float | None, data
         out.append(("greedy", greedy_schedule(instance, data)))
         # running jobs taking their turn by value per GPU: measured on the mixed medium bench
         # rounds (30 % running), 6-12 % better starts than keeping every running job first
-        if movable_running(instance) and fits():
+        if any(j.placement for j in instance.jobs) and fits():
             out.append(("greedy-dense", greedy_schedule(instance, data, running_first=False)))
     return out
 
