@@ -105,7 +105,7 @@ class SessionSolveResponse(SolveResponse):
     """The round's schedule with its reports, plus the session and how the round was answered."""
 
     session_id: str
-    incremental: str = Field(description="cold, reused, carried (no search: proven within the gap target), searched or skipped (not proven, no search: time limit)")
+    incremental: str = Field(description="cold, reused, carried (no search: proven within the gap target), searched or skipped (not proven, searched no further: after fruitless searches, after solver calls that added nothing, or for time)")
 
 
 def add_session_routes(app: FastAPI, pool: SolvePool, cfg: ServiceConfig, *, run: Callable[..., Awaitable[dict[str, Any]]],
