@@ -370,8 +370,7 @@ class RoundSolver:
                 stats["open_gap"] = gap
             if value < (1.0 - self.gap_target) * bound - 1e-9 and self._search.skips(gap):
                 # the last searches found nothing: skip this one (search_backoff)
-                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
-                              {**stats, "incremental": "skipped", "skipped": "backoff"})
+                return self._skipped(hint, value, bound, start, stats, "backoff")
             if value < (1.0 - self.gap_target) * bound - 1e-9 and pinned:
                 # a round that searches first moves the pinned gangs' grid points (gang_ascent);
                 # the backoff then counts from there, so that this cheap step alone does not
@@ -381,8 +380,7 @@ class RoundSolver:
                 # the steps above used half the round: the greedy starts and best responses
                 # below (hundreds of ms on rounds of hundreds of jobs) would overrun it
                 self._search.record(value > report.objective * (1 + 1e-9), 1.0 - value / bound)
-                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
-                              {**stats, "incremental": "skipped", "skipped": "time"})
+                return self._skipped(hint, value, bound, start, stats, "time")
             if value < (1.0 - self.gap_target) * bound - 1e-9:
                 # before any search: single-job best responses from the carried-over schedule, from
                 # fungible-greedy's own (its fixed-demand pass places gangs that the fungible
@@ -399,14 +397,12 @@ class RoundSolver:
             left_gap = 1.0 - value / bound
             if self._out_of_time(start, 0.75):
                 self._search.record(value > report.objective * (1 + 1e-9), left_gap)  # report: the carried-over (or refilled) schedule's
-                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
-                              {**stats, "incremental": "skipped", "skipped": "time"})
+                return self._skipped(hint, value, bound, start, stats, "time")
             if self._solver.skips(left_gap):
                 # the solver's last calls found nothing the best responses had not (on large
                 # congested rounds it rarely does at this budget): skip it, keep theirs
                 self._search.record(value > report.objective * (1 + 1e-9), left_gap)
-                return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
-                              {**stats, "incremental": "skipped", "skipped": "solver-backoff"})
+                return self._skipped(hint, value, bound, start, stats, "solver-backoff")
         options = dict(self.options)
         if self.solver == "cpsat":
             if self.gap_target > 0:
@@ -438,6 +434,12 @@ class RoundSolver:
             self._solver.record(solver_found or status is Status.OPTIMAL, left_gap)
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
+
+    def _skipped(self, hint: Schedule, value: float, bound: float, start: float, stats: dict[str, Any], why: str) -> Result:
+        """A round answered without (further) search: ``hint``, worth ``value``, with ``bound``
+        (``stats["skipped"]`` says ``why``: see the class text)."""
+        return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+                      {**stats, "incremental": "skipped", "skipped": why})
 
     def _out_of_time(self, start: float, share: float) -> bool:
         """Whether the round has used more than ``share`` of ``time_limit`` (never under
