@@ -46,7 +46,7 @@ from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.heuristics.node_refill import gang_ascent, node_refill
 from optsched.incremental_bound import fill_bound
-from optsched.knapsack_bound import gpu_knapsack_bound
+from optsched.knapsack_bound import BOUND_FAMILIES, gpu_knapsack_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
 from optsched.registry import get_method
@@ -56,10 +56,6 @@ from optsched.schedule import Schedule
 from optsched.solve import solve_round
 
 __all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
-
-#: policy families under which a round still ranks schedules by worth alone, so that a worth bound
-#: may end the round early (quotas, move budgets and pinned jobs only restrict the schedules)
-BOUND_FAMILIES = frozenset({"preemption", "quotas", "max_moves"})
 
 #: a round the search backoff would skip searches anyway when its gap is more than this many times
 #: the gap the last fruitless search left (a round that changed that much is not the same problem)

@@ -193,6 +193,7 @@ class Instance:
     _node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _job_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _fewest_gpus: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    _gpu_types: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_version(self.version)
@@ -240,6 +241,8 @@ class Instance:
         object.__setattr__(self, "version", version)
         object.__setattr__(self, "_node_index", MappingProxyType(node_index))
         object.__setattr__(self, "_job_index", MappingProxyType(job_index))
+        # found once: callers ask per job (a 100,000-GPU round has 12,500 nodes and 50,000 jobs)
+        object.__setattr__(self, "_gpu_types", tuple(dict.fromkeys(n.gpu_type for n in self.nodes)))
         if self._spread_over is None:
             per_type: dict[str, list[int]] = {}
             for n in self.nodes:
@@ -266,7 +269,7 @@ class Instance:
     @property
     def gpu_types(self) -> tuple[str, ...]:
         """The GPU types present, in order of first appearance."""
-        return tuple(dict.fromkeys(n.gpu_type for n in self.nodes))
+        return self._gpu_types
 
     @property
     def size(self) -> tuple[int, int]:

@@ -169,6 +169,30 @@ def test_partitioned_schedule_passes_the_independent_checker_and_counts_its_wort
     assert res.stats["cut_parts"] == 0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_partitioned_reports_a_proven_bound_at_least_the_optimum(seed):
+    """The partitioned answer carries the knapsack bound (no LP): never below the proven optimum,
+    never below its own worth, and OPTIMAL only where the worth reaches it."""
+    inst = _round(n_nodes=4, n_jobs=10 + seed, running=((0, {"n0": 1}),) if seed % 2 else ())
+    res = _solve(inst)
+    best = solve_round(inst, solver="cpsat", time_limit=10, num_workers=1)
+    assert best.status.value == "optimal"
+    assert res.bound is not None and res.bound >= best.objective - 1e-9 and res.bound >= res.objective
+    assert (res.status.value == "optimal") == (res.objective >= res.bound - 1e-6 * max(1.0, res.bound))
+
+
+def test_a_round_with_a_rule_the_knapsack_bound_does_not_cover_gets_no_bound():
+    """Where the knapsack bound does not bound the optimum (here an elastic gang: its size changes
+    its worth), ``worth_bound`` gives none."""
+    from optsched.knapsack_bound import worth_bound
+
+    d = _round(n_nodes=2, n_jobs=4).to_dict()
+    g = d["jobs"][0]["gpus"]
+    d["jobs"][0]["elastic"] = {"gpus": [g, 2 * g], "scaling": [1.0, 1.8]}
+    assert worth_bound(Instance.from_dict(d)) is None
+    assert worth_bound(_round(n_nodes=2, n_jobs=4)) is not None
+
+
 def test_pool_and_serial_give_the_same_schedule():
     inst = _medium()
     serial = _solve(inst, backend="serial")
