@@ -521,3 +521,25 @@ def test_cbc_saying_infeasible_at_its_time_limit_is_a_stop_not_a_bug(monkeypatch
     pause[0] = 0.0  # at once: a real contradiction
     with pytest.raises(SolverBug, match="infeasible"):
         CbcSolver().solve(inst, time_limit=1.0, seed=0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_without_time_for_the_lp_the_knapsack_bound_stands_in(seed) -> None:
+    """``lp_bound_within`` past its deadline gives the knapsack bound (no LP), which still bounds
+    the proven optimum; a round whose rules it does not cover (an elastic gang) gets none."""
+    import time
+
+    from optsched.gen import generate
+    from optsched.mip.bound import lp_bound_within
+
+    inst = generate(nodes=3, jobs=10, seed=seed, running_fraction=0.3)
+    stats: dict = {}
+    b = lp_bound_within(inst, time.perf_counter(), stats)
+    assert stats["bound_from"] == "knapsack" and b is not None
+    best = solve_round(inst, solver="cpsat", time_limit=10, num_workers=1)
+    assert best.status is Status.OPTIMAL and b >= best.objective - 1e-9
+    d = inst.to_dict()
+    g = d["jobs"][0]["gpus"]
+    d["jobs"][0]["elastic"] = {"gpus": [g, 2 * g], "scaling": [1.0, 1.5]}
+    d["jobs"][0].pop("placement", None)
+    assert lp_bound_within(Instance.from_dict(d), time.perf_counter(), {}) is None
