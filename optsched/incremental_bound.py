@@ -91,8 +91,7 @@ class _Pinned:
 def _factor(instance: Instance, job: Job) -> float:
     """A pinned job's worth per unit of throughput where it runs (weight, speed, spread, demand)."""
     t = instance.node(next(iter(job.placement or {}))).gpu_type
-    spread = 1.0 if len(job.placement or {}) == 1 else spread_multiplier(instance, job, t, len(job.placement or {}))  # one node: no spread
-    return job.weight * (job.speed(t) or 0.0) * spread / job.demand_throughput
+    return job.weight * (job.speed(t) or 0.0) * spread_multiplier(instance, job, t, len(job.placement or {})) / job.demand_throughput
 
 
 def _components(placements: Sequence[Sequence[int]]) -> list[list[int]]:

@@ -26,6 +26,8 @@ def spread_multiplier(instance: Instance, job: Job, gpu_type: str, n_nodes: int,
     A feasible placement has ``k >= kbase``; for fewer nodes (which formulations enumerate while
     bounding) the exponent is taken as 0, so the result never exceeds 1.
     """
+    if n_nodes <= 1:  # kbase >= 1: one node never pays (and needs no kbase)
+        return 1.0
     g = job.gpus if gpus is None else gpus
     return job.spread_factor ** max(0, n_nodes - instance.spread_base(gpu_type, g))
 
