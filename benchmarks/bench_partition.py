@@ -2,10 +2,11 @@
 
     flock /tmp/optsched-heavy.lock python benchmarks/bench_partition.py --time-limit 20
 
-1. **Speed-up** (``--speedup-round``, ``--parts``, ``--work``): the same partitioned solve (fixed
-   deterministic budget per part, so the work is the same) with 1 worker (in process) and with
-   ``--workers`` local processes; prints both wall times, their ratio, and whether the two
-   schedules are identical (they must be: answers are taken in part order).
+1. **Speed-up** (``--speedup-round``, ``--parts``, ``--work``, ``--speedup-workers``): the same
+   partitioned solve (fixed deterministic budget per part, so the work is the same) with 1 worker
+   (in process) and with each count of local processes in ``--speedup-workers``; prints the wall
+   times, their ratios to 1 worker, and whether the schedules are identical (they must be:
+   answers are taken in part order).
 2. **Quality** (``--rounds``, default the large and huge library rounds): plain ``lns``, and
    ``partitioned`` with its defaults (price re-balancing, 2 passes), with one pass (no
    re-balancing) and with re-balancing by room only, each at ``--time-limit`` through
@@ -49,13 +50,14 @@ def _peak_mb() -> float:
     return max(me, kids) / 1024
 
 
-def speedup(path: Path, *, parts: int, work: float, workers: int, seed: int) -> dict:
+def speedup(path: Path, *, parts: int, work: float, workers: list[int], seed: int) -> dict:
+    """The same partitioned solve with 1 worker (in process) and with each count in ``workers``."""
     from optsched import load_instance, solve_round
 
     inst = load_instance(path)
-    out = {"round": path.name, "parts": parts, "work": work, "workers": workers}
+    out: dict = {"round": path.name, "parts": parts, "work": work, "workers": workers}
     results = {}
-    for w in (1, workers):
+    for w in (1, *[w for w in workers if w != 1]):
         t0 = time.perf_counter()
         res = solve_round(inst, solver="partitioned", time_limit=600.0, seed=seed, parts=parts, work=work, workers=w)
         results[w] = (time.perf_counter() - t0, res)
@@ -63,9 +65,10 @@ def speedup(path: Path, *, parts: int, work: float, workers: int, seed: int) -> 
         out[f"cut_parts_{w}"] = res.stats["cut_parts"]
         out[f"passes_s_{w}"] = round(sum(res.stats["pass_s"]), 2)  # the parallel part of the solve
         out[f"objective_{w}"] = res.objective
-    out["speedup"] = round(results[1][0] / results[workers][0], 2)
-    out["passes_speedup"] = round(out["passes_s_1"] / out[f"passes_s_{workers}"], 2)
-    out["identical"] = results[1][1].schedule.to_dict()["jobs"] == results[workers][1].schedule.to_dict()["jobs"]
+        if w != 1:
+            out[f"speedup_{w}"] = round(results[1][0] / results[w][0], 2)
+            out[f"passes_speedup_{w}"] = round(out["passes_s_1"] / out[f"passes_s_{w}"], 2)
+            out[f"identical_{w}"] = results[1][1].schedule.to_dict()["jobs"] == res.schedule.to_dict()["jobs"]
     out["load_avg"] = os.getloadavg()[0]
     return out
 
@@ -103,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/partition", help="where summary.json goes (default %(default)s)")
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="local processes of the quality runs")
+    ap.add_argument("--speedup-workers", default="2", help="worker counts compared with 1 in the speed-up run (default 2; e.g. 2,4,8)")
     ap.add_argument("--speedup-round", default="large/l-1024n-4000j-01.json.gz")
     ap.add_argument("--parts", type=int, default=4, help="parts of the speed-up run (default 4)")
     ap.add_argument("--work", type=float, default=0.5, help="deterministic seconds per part in pass 1 of the speed-up run")
@@ -113,13 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     summary: dict = {"cpus": os.cpu_count()}
+    counts = [int(w) for w in args.speedup_workers.split(",") if w]
     if not args.skip_speedup:
         summary["speedup"] = s = speedup(REPO / "instances" / args.speedup_round, parts=args.parts, work=args.work,
-                                         workers=args.workers, seed=args.seed)
-        print(f"speed-up 1 -> {args.workers} workers on {s['round']} ({s['parts']} parts, {s['work']} deterministic s each): "
-              f"{s['wall_s_1']} s -> {s[f'wall_s_{args.workers}']} s = {s['speedup']}x (the passes alone: {s['passes_speedup']}x), "
-              f"identical schedules: {s['identical']}, "
-              f"load average {s['load_avg']:.2f}", flush=True)
+                                         workers=counts, seed=args.seed)
+        for w in counts:
+            print(f"speed-up 1 -> {w} workers on {s['round']} ({s['parts']} parts, {s['work']} deterministic s each): "
+                  f"{s['wall_s_1']} s -> {s[f'wall_s_{w}']} s = {s[f'speedup_{w}']}x (the passes alone: "
+                  f"{s[f'passes_speedup_{w}']}x), identical schedules: {s[f'identical_{w}']}, "
+                  f"load average {s['load_avg']:.2f}", flush=True)
     rounds = [r for r in args.rounds.split(",") if r]
     summary["quality"] = quality(rounds, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
                                  configs=[c for c in args.configs.split(",") if c])
@@ -129,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['round']:34} {r['method']:22} {r['wall_s']:7.2f} {r['objective']:11.3f} {r['gap_pct']:7.3f}")
     if "speedup" in summary:
         s = summary["speedup"]
-        print(f"speed-up 1 -> {args.workers} workers: {s['speedup']}x, passes alone {s['passes_speedup']}x (identical schedules: {s['identical']})")
+        for w in counts:
+            print(f"speed-up 1 -> {w} workers: {s[f'speedup_{w}']}x, passes alone {s[f'passes_speedup_{w}']}x "
+                  f"(identical schedules: {s[f'identical_{w}']})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
