@@ -76,21 +76,22 @@ def _setup(workload: str, load: str, seed: int) -> Any:
 
 
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
-            deterministic_time: float | None = None) -> dict[str, Any]:
-    """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``."""
+            deterministic_time: float | None = None, backfill: str = "any") -> dict[str, Any]:
+    """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``
+    (``backfill``: :attr:`optsched.sim.config.SimConfig.backfill`)."""
     from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
 
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"
-    cfg = SimConfig(name=name, progress=False)
+    cfg = SimConfig(name=name, progress=False, backfill=backfill)
     opts: dict[str, Any] = {"num_workers": 1} if allocator.partition("@")[0] in ("cpsat", "lns") else {}
     if deterministic_time is not None and allocator.partition("@")[0] == "cpsat":
         opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
     res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed,
-                              "time_limit": time_limit, "deterministic_time": opts.get("deterministic_time")}
+                              "time_limit": time_limit, "deterministic_time": opts.get("deterministic_time"), "backfill": backfill}
     path = Path(out) / f"{name}.json"
     write_jobs_csv(res, Path(out) / "jobs" / f"{name}.jobs.csv")  # first: the JSON marks the run done
     write_metrics_json(res, path)
@@ -152,7 +153,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     print(f"{len(grid)} runs, {len(grid) - len(todo)} done already", file=sys.stderr)
     failures = 0
     backend = get_backend(args.backend, workers=args.workers, address=args.address)
-    tasks = [(*g, args.time_limit, str(out), args.deterministic_time) for g in todo]
+    tasks = [(*g, args.time_limit, str(out), args.deterministic_time, args.backfill) for g in todo]
     for g, r in tqdm(backend.imap_unordered(_run_safe, tasks), total=len(tasks), desc="simulations"):
         if "error" in r:  # report and go on: one broken run must not lose the others
             failures += 1
@@ -304,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--deterministic-time", type=float, default=None,
                     help="CP-SAT deterministic seconds per round (the time limit stays as a wall-clock cap): "
                          "results that do not depend on the machine's load")
+    ex.add_argument("--backfill", default="any", choices=("any", "easy"),
+                    help="non-preemptive queues: any (default) or easy (EASY backfilling: SimConfig.backfill)")
     ex.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
     ex.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     rp = sub.add_parser("report", help="markdown tables from a results directory")

@@ -203,3 +203,54 @@ def test_a_long_fifo_queue_stays_within_the_value_range():
     wl = build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0)
     res = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator("fungible-greedy"), SimConfig(round_s=300.0, progress=False, horizon_s=3000.0, queue_window=None))
     assert res.info["config"]["pinned"] and res.summary()["finished"] >= 70
+
+
+def test_the_reservation_holds_back_only_what_would_delay_the_head():
+    """EASY backfilling's rule: the head (16 GPUs, 4 free now) is reserved at 3,000 s, when two
+    8-GPU jobs have ended, with 4 GPUs to spare then; a job that ends before, or fits in those 4
+    (in queue order), or cannot use the type may start; a long 2-GPU job after the spare is used
+    may not."""
+    from optsched.sim.queue import reservation
+
+    gpus = np.array([16, 8, 4, 2, 8])
+    allowed = np.array([[True], [True], [True], [True], [False]])
+    run_s = np.array([0.0, 500.0, 9000.0, 9000.0, 9000.0])
+    releases = [(3000.0, 0, 8), (1000.0, 0, 8), (8000.0, 0, 8)]
+    others = np.array([1, 2, 3, 4])
+    ok = reservation(0, others, gpus, allowed, np.array([4]), releases, run_s)
+    assert ok.tolist() == [True, True, False, True]
+    # the head fits now, or never: nothing is held back
+    assert reservation(0, others, gpus, allowed, np.array([16]), releases, run_s).all()
+    assert reservation(0, others, np.array([64, 8, 4, 2, 8]), allowed, np.array([4]), releases, run_s).all()
+
+
+def _reservation_stream():
+    """An 8-GPU job runs on one of two 8-GPU nodes for 3,000 s; a 16-GPU gang queues behind it;
+    then a long 8-GPU job and a short 1-GPU one arrive, both younger than the gang."""
+    ids = ["first", "gang", "long", "short"]
+    sub = [0.0, 10.0, 20.0, 30.0]
+    dur = [3000.0, 600.0, 20000.0, 900.0]
+    g = [8, 16, 8, 1]
+    tr = Trace.from_columns("easy", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["gnmt"] * 4})
+    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=512)
+    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy"])
+def test_easy_backfilling_never_lets_a_younger_job_delay_the_heads_start(solver):
+    wl, nodes = _reservation_stream()
+    cfg = SimConfig(round_s=300.0, progress=False, check=True)
+    starts = {}
+    for backfill in ("any", "easy"):
+        res = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator(solver, time_limit=2.0), replace(cfg, backfill=backfill))
+        starts[backfill] = dict(zip(res.jobs["id"], res.jobs["start_s"], strict=True))
+    # any: the long job takes the free node and the gang waits for it to end
+    assert starts["any"]["long"] < 3000.0 and starts["any"]["gang"] >= 20000.0
+    # easy: the gang starts once the first job ends; the short job backfills before; the long one waits
+    assert starts["easy"]["gang"] <= 3300.0 and starts["easy"]["long"] >= starts["easy"]["gang"]
+    assert starts["easy"]["short"] < 3000.0
+
+
+def test_the_backfill_setting_is_checked():
+    with pytest.raises(InputError, match="backfill"):
+        SimConfig(backfill="conservative")

@@ -74,6 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="none: a running job is never stopped or moved for another; allowed: the allocator may; auto (default): "
                         "the policy's own semantics (fifo does not preempt; las, srf, srtf and the others do), allowed with "
                         "quotas, SLO jobs or --fairness")
+    p.add_argument("--backfill", default="any", choices=("any", "easy"),
+                   help="when the head of a non-preemptive queue does not fit: any (default): every waiting job that fits may "
+                        "start; easy: EASY backfilling, the head holds a reservation at the earliest time enough GPUs come free "
+                        "and only jobs that end by then (run time at demand) or fit beside it may start")
     p.add_argument("--shadow", default=None,
                    help="also solve every round with this solver on the same state and write <run>.rounds.csv comparing them "
                         "(worth, GPUs, jobs started and preempted, gangs, head of queue)")
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
         elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
-        preemption=args.preemption,
+        preemption=args.preemption, backfill=args.backfill,
     )
     if args.shadow is not None:
         get_method(args.shadow)

@@ -13,10 +13,12 @@ from optsched.model import Round
 from optsched.sim.deadlines import mark_deadlines
 from optsched.sim.policy_base import QueuePolicy
 
-__all__ = ["PREEMPTION", "SimConfig", "pins_running_jobs"]
+__all__ = ["BACKFILL", "PREEMPTION", "SimConfig", "pins_running_jobs"]
 
 #: the values of ``SimConfig.preemption``
 PREEMPTION = ("auto", "none", "allowed")
+#: the values of ``SimConfig.backfill``
+BACKFILL = ("easy", "any")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,12 @@ class SimConfig:
     #: preempting (tenant quotas, deadline jobs, DRF/HUG fairness) make it ``"allowed"``
     #: (:func:`pins_running_jobs`). Elastic jobs are never pinned.
     preemption: str = "auto"
+    #: how waiting jobs fill GPUs the head of a non-preemptive queue cannot use yet:
+    #: ``"easy"`` (EASY backfilling, as Slurm's backfill scheduler does: the head holds a
+    #: reservation at the earliest time enough GPUs come free, and only jobs that end by then or
+    #: fit beside it may start; optsched.sim.queue.reservation) or ``"any"`` (every waiting job
+    #: that fits may start, however long it holds GPUs the head waits for)
+    backfill: str = "any"
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -74,6 +82,8 @@ class SimConfig:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
         if self.preemption not in PREEMPTION:
             raise InputError("preemption", self.preemption, f"must be one of {list(PREEMPTION)}")
+        if self.backfill not in BACKFILL:
+            raise InputError("backfill", self.backfill, f"must be one of {list(BACKFILL)}")
         if self.preemption == "none" and self.tenant_quotas is not None:
             raise InputError("preemption", self.preemption, "cannot be combined with tenant_quotas (reclaiming a quota preempts borrowers)")
         if (self.tenant_quotas is not None or self.max_moves is not None or self.packing is not None or self.packing_tolerance is not None

@@ -71,7 +71,7 @@ from optsched.schedule import Assignment, Schedule
 from optsched.sim.config import SimConfig, pins_running_jobs
 from optsched.sim.deadlines import admission_step, due_weights, job_rates, mark_deadlines
 from optsched.sim.policy_base import QueuePolicy, QueueState
-from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras
+from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras, reservation
 from optsched.sim.result import SimResult
 from optsched.sim.rounds import apply_schedule, build_instance
 from optsched.sim.solving import Allocator, SimulationError
@@ -336,9 +336,36 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
         h = wait[np.argmax(w[wait])]
         if (run.allowed[active[h]] & (run.gpus[active[h]] <= free)).any():
             w = head_first(w, wait, h, int(run.gpus[active[h]]))
+        elif cfg.backfill == "easy":
+            keep = _reserved(run, active, w, running_now, h, free)
+            active, w, running_now = active[keep], w[keep], running_now[keep]
     sel = offer(active, w, running_now, run.gpus, run.total_gpus, cfg.queue_window, cfg.queue_min_jobs,
                 free if cfg.queue_window is not None else None, run.allowed)
     return sel, w[np.searchsorted(active, sel)]
+
+
+def _reserved(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray, h: int, free: np.ndarray) -> np.ndarray:
+    """Which active jobs (a mask over ``active``) a non-preemptive round may offer under EASY
+    backfilling (:func:`optsched.sim.queue.reservation`), the head ``h`` (a position in
+    ``active``) not fitting now: running jobs end after their pending restart and their work
+    left at their current rate, waiting ones run their work left at demand."""
+    releases = []
+    for j in active[running_now]:
+        rate = run.rate[j]
+        left = run.delay_left[j] + run.remaining[j] / rate if rate > 0 else math.inf
+        by_type: dict[int, int] = {}
+        for nid, k in run.assign[j].nodes.items():
+            by_type[run.type_of[nid]] = by_type.get(run.type_of[nid], 0) + k
+        releases.extend((float(left), ty, k) for ty, k in by_type.items())
+    wait = np.flatnonzero(~running_now)
+    others = wait[wait != h]
+    others = others[np.lexsort((active[others], -w[others]))]
+    run_s = np.zeros(run.gpus.size)
+    run_s[active[others]] = run.remaining[active[others]] / run.demand_thr[active[others]]
+    ok = reservation(int(active[h]), active[others], run.gpus, run.allowed, free, releases, run_s)
+    keep = np.ones(active.size, dtype=bool)
+    keep[others[~ok]] = False
+    return keep
 
 
 def _solve(run: _Run, t: float, sel: np.ndarray, w_sel: np.ndarray, slo_live: dict[int, tuple[float, float]],

@@ -12,7 +12,7 @@ import numpy as np
 from optsched.model import Node
 from optsched.sim.workload import SimJob
 
-__all__ = ["PolicyExtras", "head_first", "offer", "policy_extras"]
+__all__ = ["PolicyExtras", "head_first", "offer", "policy_extras", "reservation"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,43 @@ def offer(
             m = int(np.searchsorted(np.cumsum(gpus[extra]), need, side="left")) + 1
             chosen = np.concatenate([chosen, extra[:m]])
     return np.sort(np.concatenate([active[running], chosen]))
+
+
+def reservation(head: int, others: np.ndarray, gpus: np.ndarray, allowed: np.ndarray, free: np.ndarray,
+                releases: list[tuple[float, int, int]], run_s: np.ndarray) -> np.ndarray:
+    """EASY backfilling's rule for a head of the queue that does not fit now: which of the
+    waiting jobs ``others`` (job indices, in the queue's order) may be offered without delaying
+    the head's start.
+
+    The head (job index ``head``) is given a reservation on the GPU type it may use where enough
+    GPUs come free earliest: ``releases`` lists the running jobs' (seconds left, type index,
+    GPUs held of that type), and the head's *shadow time* is when the GPUs free now (``free``,
+    per type) and those released reach its GPUs; the GPUs beyond them then are the *extra*. A
+    waiting job may then start where it cannot use that type, where its run time at demand
+    (``run_s``, per job index) ends by the shadow time, or, in queue order, while its GPUs fit in
+    what is left of the extra. Any other waiting job is held back this round. Where the head
+    fits now, or can never fit, nothing is held back."""
+    ok = np.ones(others.size, dtype=bool)
+    g = int(gpus[head])
+    best: tuple[float, int, int] | None = None  # (shadow time, -extra, type)
+    for ty in np.flatnonzero(allowed[head]):
+        have = int(free[ty])
+        if have >= g:
+            return ok
+        for left, _ty, k in sorted(r for r in releases if r[1] == ty):
+            have += k
+            if have >= g:
+                cand = (left, -(have - g), int(ty))
+                best = cand if best is None or cand < best else best
+                break
+    if best is None:
+        return ok
+    shadow, extra, ty = best[0], -best[1], best[2]
+    for i, j in enumerate(others):
+        if not allowed[j, ty] or run_s[j] <= shadow:
+            continue
+        if gpus[j] <= extra:
+            extra -= int(gpus[j])
+        else:
+            ok[i] = False
+    return ok
