@@ -65,9 +65,9 @@ class SimConfig:
     #: (:func:`pins_running_jobs`). Elastic jobs are never pinned.
     preemption: str = "auto"
     #: how waiting jobs fill GPUs the head of a non-preemptive queue cannot use yet:
-    #: ``"easy"`` (EASY backfilling, as Slurm's backfill scheduler does: the head holds a
-    #: reservation at the earliest time enough GPUs come free, and only jobs that end by then or
-    #: fit beside it may start; optsched.sim.queue.reservation) or ``"any"`` (every waiting job
+    #: ``"easy"`` (EASY backfilling, the simplest reservation-based rule of batch schedulers: the
+    #: head holds a reservation at the earliest time enough GPUs come free, and only jobs that end
+    #: by then or fit beside it may start; optsched.sim.queue.reservation) or ``"any"`` (every waiting job
     #: that fits may start, however long it holds GPUs the head waits for)
     backfill: str = "any"
 
