@@ -50,7 +50,7 @@ from optsched.knapsack_bound import BOUND_FAMILIES, gpu_knapsack_bound
 from optsched.model import Instance
 from optsched.policy_repair import repair
 from optsched.registry import get_method
-from optsched.result import Result, Status
+from optsched.result import Result, Status, reaches
 from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.solve import solve_round
@@ -387,7 +387,7 @@ class RoundSolver:
                 hint, value = self._best_responses(instance, families, [(hint, report)] + [
                     (named[n], None) for n in ("fungible-greedy", "greedy", "greedy-dense") if n in named], value, stats)
             if value >= (1.0 - self.gap_target) * bound - 1e-9:
-                status = Status.OPTIMAL if value >= bound - 1e-6 * max(1.0, bound) else Status.FEASIBLE
+                status = Status.OPTIMAL if reaches(value, bound) else Status.FEASIBLE
                 return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                               {**stats, "incremental": "carried"})
             left_gap = 1.0 - value / bound
@@ -421,7 +421,7 @@ class RoundSolver:
             schedule, objective, status = hint, hint_value, Status.FEASIBLE
         if bound is not None:
             bound = max(bound, objective)
-            if status is not Status.OPTIMAL and objective >= bound - 1e-6 * max(1.0, bound) and families <= BOUND_FAMILIES:
+            if status is not Status.OPTIMAL and reaches(objective, bound) and families <= BOUND_FAMILIES:
                 status = Status.OPTIMAL
         if "carried_objective" in stats:
             base = stats.get("refilled_objective", stats["carried_objective"])

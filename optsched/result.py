@@ -12,7 +12,7 @@ from typing import Any
 from optsched.schedule import Schedule
 from optsched.trajectory import TrajectoryPoint
 
-__all__ = ["Result", "Status", "gap"]
+__all__ = ["Result", "Status", "gap", "reaches"]
 
 
 class Status(enum.StrEnum):
@@ -31,6 +31,16 @@ def gap(objective: float, bound: float | None) -> float | None:
     if bound is None or not math.isfinite(bound):
         return None
     return max(0.0, (bound - objective) / max(abs(bound), 1e-9))
+
+
+#: how close to its bound (relative, at least absolute 1e-6) a worth counts as reaching it
+REACH_TOL = 1e-6
+
+
+def reaches(objective: float, bound: float) -> bool:
+    """Whether ``objective`` reaches the proven ``bound`` up to rounding (:data:`REACH_TOL`
+    relative, or absolute below 1): a schedule that does is optimal."""
+    return objective >= bound - REACH_TOL * max(1.0, bound)
 
 
 @dataclass(frozen=True)

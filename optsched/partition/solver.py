@@ -48,7 +48,7 @@ from optsched.partition.options import PartitionedOptions
 from optsched.partition.prices import moved_in, rebalance
 from optsched.partition.repair import repair_across
 from optsched.partition.split import Partition, draw_partition
-from optsched.result import Result, Status
+from optsched.result import Result, Status, reaches
 from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.trajectory import Trajectory, current, recorded
@@ -240,7 +240,7 @@ class PartitionedSolver:
         if bound is not None:
             bound = max(bound, repaired_value)
             rec.record(bound=bound)
-            if repaired_value >= bound - 1e-6 * max(1.0, bound):
+            if reaches(repaired_value, bound):
                 status = Status.OPTIMAL
         stats["time_s"] = time.perf_counter() - start
         return Result(repaired, status, repaired_value, bound, self.name, "heuristic", time.perf_counter() - start, stats)
