@@ -42,6 +42,7 @@ from typing import Any
 from optsched.checker import CheckReport, check_schedule
 from optsched.errors import InputError, safe_text
 from optsched.exact.core import greedy_starts
+from optsched.gang_prices import GangPrices
 from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.heuristics.node_refill import gang_ascent, node_refill
@@ -246,6 +247,11 @@ class RoundSolver:
     ``options`` set ``deterministic_time``, so that such chains stay reproducible). A skipped
     round returns the carried-over schedule, improved where the best responses could, with the
     knapsack bound. Every schedule it returns passes the independent checker.
+
+    Where running jobs are pinned and a gang is cut into per-node copies by the fill bound, the
+    bound the round reports prices the copies into agreement (:class:`~optsched.gang_prices.GangPrices`,
+    the prices kept between rounds; ``stats["priced_bound"]``); the decisions above use the bound
+    without prices.
     """
 
     def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = 0.005,
@@ -274,6 +280,7 @@ class RoundSolver:
         self.search_backoff = search_backoff
         self._search = _Backoff(search_backoff)  # the search: best responses, then the solver
         self._solver = _Backoff(search_backoff)  # the solver alone, after best responses
+        self._prices = GangPrices()  # the pinned gangs' copy prices of the fill bound, between rounds
 
     @property
     def state(self) -> RoundState | None:
@@ -293,6 +300,7 @@ class RoundSolver:
         if value is None:
             self._search.reset()
             self._solver.reset()
+            self._prices.clear()
 
     def reset(self) -> None:
         """Forget the previous round."""
@@ -359,7 +367,13 @@ class RoundSolver:
                 # both in the bound (node_refill, fill_bound)
                 hint, value, report = self._take_better(instance, hint, value, report, node_refill(instance, hint), stats)
                 if value < (1.0 - self.gap_target) * bound - 1e-9:
-                    bound = min(bound, fill_bound(instance, self._fit_cache) * (1 + 1e-9) + 1e-9)
+                    # once with the gangs' copies priced into agreement where the bound cuts them
+                    # (optsched.gang_prices, the prices kept from the last round): that bound is
+                    # reported, the one without prices decides whether to search on
+                    self._prices.gain = 0.0
+                    priced = fill_bound(instance, self._fit_cache, refine=self._prices)
+                    bound = min(bound, (priced + self._prices.gain) * (1 + 1e-9) + 1e-9)
+                    stats["priced_bound"] = priced * (1 + 1e-9) + 1e-9
             stats["knapsack_bound"] = bound
             gap = 1.0 - value / bound if bound > 0 else 0.0
             if value < (1.0 - self.gap_target) * bound - 1e-9:
@@ -428,13 +442,19 @@ class RoundSolver:
             left_gap = 1.0 - objective / bound if bound else math.inf
             self._search.record(objective > base * (1 + 1e-9) or status is Status.OPTIMAL, left_gap)
             self._solver.record(solver_found or status is Status.OPTIMAL, left_gap)
+        if bound is not None and stats.get("priced_bound", math.inf) < bound:  # reported, after the backoffs counted
+            bound = max(stats["priced_bound"], objective)
+            if status is not Status.OPTIMAL and reaches(objective, bound):
+                status = Status.OPTIMAL
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
 
     def _skipped(self, hint: Schedule, value: float, bound: float, start: float, stats: dict[str, Any], why: str) -> Result:
         """A round answered without (further) search: ``hint``, worth ``value``, with ``bound``
-        (``stats["skipped"]`` says ``why``: see the class text)."""
-        return Result(hint, Status.FEASIBLE, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
+        (or the priced bound where lower; ``stats["skipped"]`` says ``why``: see the class text)."""
+        bound = min(bound, stats.get("priced_bound", math.inf))
+        status = Status.OPTIMAL if reaches(value, bound) else Status.FEASIBLE
+        return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
                       {**stats, "incremental": "skipped", "skipped": why})
 
     def _out_of_time(self, start: float, share: float) -> bool:

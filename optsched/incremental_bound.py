@@ -28,7 +28,7 @@ why the sum with the unpinned jobs' knapsack stays an upper bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -219,20 +219,16 @@ def _units(cpus: int, mem: int, cells: int) -> tuple[int, int]:
     return max(1, -(-cpus // cells)), max(1, -(-mem // cells))
 
 
-def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mapping[int, np.ndarray] | None = None,
-                     cells: int = TABLE_CELLS) -> float:
-    """``P(K)`` of the module text for one component's pinned jobs (an upper bound on it where a
-    node's table is coarsened or gangs are cut). ``starts`` (node index -> a table in the units of
-    ``_units(cpus, mem, cells)``) adds to each such
-    node the most that its table gives for the cores and memory the pinned jobs leave there.
-    Whether every job's fastest point fits (then no choice is left) is :func:`_best_fits`'s to
-    find, before this."""
-    nodes = sorted({n for p in jobs for n in p.nodes})
-    if any(not p.f.size for p in jobs):
-        return math.inf  # a job with no point that fits: the caller falls back to a looser bound
-    starts = starts or {}
-    # the most valuable gangs are enumerated, the rest are cut into per-node copies (exactly so
-    # for a gang with one useful point: its copies cannot disagree)
+#: a tighter bound for a component whose gangs were cut (:class:`optsched.gang_prices.GangPrices`):
+#: called with the instance, the component's jobs, its start tables, their cells per axis and the
+#: component's value without it; returns a value no larger
+Refine = Callable[[Instance, Sequence["_Pinned"], Mapping[int, np.ndarray] | None, int, float], float]
+
+
+def _enumerated(jobs: Sequence[_Pinned]) -> tuple[list[_Pinned], list[_Pinned]]:
+    """A component's gangs with a choice (on several nodes, several useful points), most valuable
+    first, and those of them enumerated together (within :data:`ENUM_LIMIT` joint points and
+    :data:`ENUM_AXES` gangs); the others are cut into per-node copies."""
     gangs = sorted((p for p in jobs if len(p.nodes) > 1 and p.f.size > 1), key=lambda p: -float(p.f.max()))
     joint = 1
     kept: list[_Pinned] = []
@@ -240,6 +236,25 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
         if joint * g.f.size <= ENUM_LIMIT and len(kept) < ENUM_AXES:
             kept.append(g)
             joint *= g.f.size
+    return gangs, kept
+
+
+def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mapping[int, np.ndarray] | None = None,
+                     cells: int = TABLE_CELLS, refine: Refine | None = None) -> float:
+    """``P(K)`` of the module text for one component's pinned jobs (an upper bound on it where a
+    node's table is coarsened or gangs are cut). ``starts`` (node index -> a table in the units of
+    ``_units(cpus, mem, cells)``) adds to each such
+    node the most that its table gives for the cores and memory the pinned jobs leave there.
+    Whether every job's fastest point fits (then no choice is left) is :func:`_best_fits`'s to
+    find, before this. Where some gang is cut, ``refine`` (if given) may lower the value: the
+    smaller of the two is returned."""
+    nodes = sorted({n for p in jobs for n in p.nodes})
+    if any(not p.f.size for p in jobs):
+        return math.inf  # a job with no point that fits: the caller falls back to a looser bound
+    starts = starts or {}
+    # the most valuable gangs are enumerated, the rest are cut into per-node copies (exactly so
+    # for a gang with one useful point: its copies cannot disagree)
+    gangs, kept = _enumerated(jobs)
     singles: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {n: [] for n in nodes}
     for p in jobs:
         if any(p is g for g in kept):
@@ -248,7 +263,10 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
             singles[n].append((k * p.c, k * p.m, p.f * (k / p.gpus)))
     if not kept and not starts:  # nodes that share no gang: each on its own
         out = sum(_node_best(instance.nodes[n].cpus, instance.nodes[n].mem_gb, singles[n]) for n in nodes)
-        return out if math.isfinite(out) else math.inf
+        out = out if math.isfinite(out) else math.inf
+        if refine is not None and gangs:
+            out = min(out, refine(instance, jobs, starts, cells, out))
+        return out
     total = np.zeros([g.f.size for g in kept] or [1])
     axes = len(kept)
 
@@ -283,7 +301,10 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
             worth = np.where(ok, table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]], -np.inf)
         total = total + worth
     out = float(total.max())
-    return out if math.isfinite(out) else math.inf
+    out = out if math.isfinite(out) else math.inf
+    if refine is not None and len(kept) < len(gangs):
+        out = min(out, refine(instance, jobs, starts, cells, out))
+    return out
 
 
 def _pinned(instance: Instance, job: Job, factor: float, cache: dict[tuple[Any, ...], Any] | None) -> _Pinned:
@@ -319,12 +340,14 @@ def _best_fits(instance: Instance, jobs: Sequence[_Pinned]) -> np.ndarray | floa
     return None
 
 
-def _cached_component(instance: Instance, jobs: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None) -> float:
+def _cached_component(instance: Instance, jobs: Sequence[Job], cache: dict[tuple[Any, ...], Any] | None,
+                      refine: Refine | None = None) -> float:
     """``P(K)`` of one component's pinned ``jobs``, from ``cache`` where it was found before. Two
     levels: whether every job's fastest point fits depends on no weight, so it is kept by the
     component's shape (its nodes' cores and memory, each job's profile and placement), and such a
     component's value is a sum of worth factors times known throughputs; any other is kept by its
-    shape and the jobs' worth factors (weights change between rounds of a chain)."""
+    shape and the jobs' worth factors (weights change between rounds of a chain). ``refine``
+    (:func:`_component_bound`) is applied to the value each time, not cached."""
     fair = instance.round.fair
     places = [tuple(sorted((j.placement or {}).items())) for j in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (places[i], jobs[i].id))
@@ -341,8 +364,15 @@ def _cached_component(instance: Instance, jobs: Sequence[Job], cache: dict[tuple
         return fits if isinstance(fits, float) else float(np.dot(factors, fits))
     key = (shape, tuple(factors))
     value = cache.get(key)
+    pinned = None
     if value is None:
-        value = cache[key] = _component_bound(instance, [_pinned(instance, j, f, cache) for j, f in zip(jobs, factors, strict=True)])
+        pinned = [_pinned(instance, j, f, cache) for j, f in zip(jobs, factors, strict=True)]
+        value = cache[key] = _component_bound(instance, pinned)
+    if refine is not None and any(len(j.placement or {}) > 1 for j in jobs):
+        pinned = pinned or [_pinned(instance, j, f, cache) for j, f in zip(jobs, factors, strict=True)]
+        gangs, kept = _enumerated(pinned)
+        if len(kept) < len(gangs):  # some gang is cut: the value may be above the component's optimum
+            value = refine(instance, pinned, None, TABLE_CELLS, value)
     return value
 
 
@@ -413,7 +443,7 @@ def _fill_table(free: int, shape: tuple[int, int], pieces: list[list[tuple[int, 
     return dp.max(axis=0)
 
 
-def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> float:
+def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None, refine: Refine | None = None) -> float:
     """An upper bound on the round's optimum where running jobs are pinned that shares each node's
     cores and memory between its pinned jobs and the unpinned jobs that may fill its free GPUs
     (``inf`` where its tables would take more than :data:`FILL_WORK` cell updates, found before
@@ -431,15 +461,16 @@ def fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = No
 
     Where the tables would take more than :data:`FILL_WORK` cell updates at :data:`TABLE_CELLS`
     cells per axis, they are built coarser (:data:`FILL_CELLS`; sizes rounded down, so still a
-    bound) before giving up."""
+    bound) before giving up. ``refine`` may tighten each component whose gangs are cut
+    (:class:`optsched.gang_prices.GangPrices`)."""
     for cells in FILL_CELLS:
-        value = _fill_bound(instance, cache, cells)
+        value = _fill_bound(instance, cache, cells, refine)
         if math.isfinite(value):
             return value
     return math.inf
 
 
-def _fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None, cells: int) -> float:
+def _fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None, cells: int, refine: Refine | None = None) -> float:
     """:func:`fill_bound` with tables of at most ``cells`` cells per axis (``inf`` beyond :data:`FILL_WORK`)."""
     pinned = [j for j in instance.jobs if j.pinned]
     held = [0] * len(instance.nodes)
@@ -483,9 +514,9 @@ def _fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None, ce
         starts = {n: table(n) for n in nodes if free[n]}
         if starts:
             value = _component_bound(instance, [_pinned(instance, pinned[i], _factor(instance, pinned[i]), cache) for i in comp],
-                                     starts, cells)
+                                     starts, cells, refine)
         else:
-            value = _cached_component(instance, [pinned[i] for i in comp], cache)
+            value = _cached_component(instance, [pinned[i] for i in comp], cache, refine)
         total += value
     for n in alone:
         total += float(table(n)[-1, -1])

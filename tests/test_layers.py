@@ -46,8 +46,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "optsched.mip", "optsched.mip.bound", "optsched.mip.linear", "optsched.mip.colgen", "optsched.mip.pricing",
         "optsched.mip.bound_worker", "optsched.mip.data", "optsched.mip.description", "optsched.mip.files",
         "optsched.mip.backends",
-        # the bounds of round chains (optsched.incremental): knapsack, pinned jobs' worth, fill
-        "optsched.incremental_bound", "optsched.knapsack_bound",
+        # the bounds of round chains (optsched.incremental): knapsack, pinned jobs' worth, fill,
+        # and the priced bound over pinned gangs' copies
+        "optsched.incremental_bound", "optsched.knapsack_bound", "optsched.gang_prices",
     ),
     "formulations": (
         "optsched.exact", "optsched.exact.model", "optsched.exact.variables", "optsched.exact.constraints",
