@@ -28,7 +28,7 @@ from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
 
-__all__ = ["NODE_WORK", "gang_ascent", "node_refill"]
+__all__ = ["NODE_WORK", "gang_ascent", "gang_release", "node_refill"]
 
 #: most cell updates of one node's programme, its (GPUs, cores, memory) table's cells times the
 #: options of its jobs (a node above it is left as it is: about 60 ms)
@@ -256,6 +256,30 @@ def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None 
         new_value = sum(items[i][1][k][2] for i, k in enumerate(choice) if k is not None)
         if force or new_value > now * (1 + 1e-9) + 1e-12:
             _apply(jobs, nid, alone, offered, items, choice)
+    return Schedule(schedule.instance, jobs)
+
+
+def gang_release(instance: Instance, schedule: Schedule) -> Schedule:
+    """``schedule`` with each job it starts on several nodes (a waiting job, not elastic; least
+    worth per GPU first) taken out where refilling its nodes without it (:func:`node_refill`) is
+    worth more. A gang spread thin over the free GPUs of many nodes pays the spread factor once
+    per extra node, and the refill cannot take it out: it holds GPUs on other nodes too. The result
+    is worth at least as much; check it with :func:`optsched.check_schedule` before use."""
+    jobs = dict(schedule.jobs)
+    spread = [jid for jid, a in jobs.items()
+              if len(a.nodes) > 1 and instance.job(jid).placement is None and instance.job(jid).elastic is None]
+    spread.sort(key=lambda jid: assignment_value(instance, instance.job(jid), jobs[jid]) / instance.job(jid).gpus)
+    for jid in spread:
+        trial = {k: a for k, a in jobs.items() if k != jid}
+        after = node_refill(instance, Schedule(schedule.instance, trial), nodes=list(jobs[jid].nodes)).jobs
+        # only the jobs the refill changed or added, and the one taken out, differ
+        moved = {k for k, a in after.items() if jobs.get(k) is not a}
+        gain = sum(assignment_value(instance, instance.job(k), after[k]) for k in moved)
+        loss = sum(assignment_value(instance, instance.job(k), jobs[k]) for k in moved | {jid} if k in jobs)
+        gone = {k for k in jobs if k not in after and k != jid}
+        loss += sum(assignment_value(instance, instance.job(k), jobs[k]) for k in gone)
+        if gain > loss * (1 + 1e-9) + 1e-12:
+            jobs = dict(after)
     return Schedule(schedule.instance, jobs)
 
 
