@@ -110,7 +110,7 @@ class GangPrices:
     agree (the bound is then the relaxation's optimum) or the bound has not fallen by
     ``1e-5`` of itself in 10 steps."""
 
-    def __init__(self, steps: int = 30) -> None:
+    def __init__(self, steps: int = 15) -> None:
         self.steps = steps
         self.gain = 0.0
         self._mu: dict[tuple[Any, ...], np.ndarray] = {}
