@@ -270,6 +270,8 @@ def gang_release(instance: Instance, schedule: Schedule) -> Schedule:
               if len(a.nodes) > 1 and instance.job(jid).placement is None and instance.job(jid).elastic is None]
     spread.sort(key=lambda jid: assignment_value(instance, instance.job(jid), jobs[jid]) / instance.job(jid).gpus)
     for jid in spread:
+        if jid not in jobs or len(jobs[jid].nodes) < 2:  # an earlier release's refill changed it
+            continue
         trial = {k: a for k, a in jobs.items() if k != jid}
         after = node_refill(instance, Schedule(schedule.instance, trial), nodes=list(jobs[jid].nodes)).jobs
         # only the jobs the refill changed or added, and the one taken out, differ
