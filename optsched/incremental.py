@@ -174,6 +174,12 @@ class RoundState:
         return cls(d["key"], result)
 
 
+def _reported(value: float, bound: float, stats: Mapping[str, Any]) -> float:
+    """The bound a round reports: ``bound``, or the priced bound (``stats["priced_bound"]``) where
+    it is lower, never below the schedule's worth ``value``. The chain's decisions use ``bound``."""
+    return max(min(bound, stats.get("priced_bound", math.inf)), value)
+
+
 class _Backoff:
     """Rounds to skip a step after it found nothing (``RoundSolver.search_backoff``): 1, 2, 4, ...
     up to ``cap`` rounds not closed by the bound, unless a round's gap is more than
@@ -402,9 +408,7 @@ class RoundSolver:
                 hint, value = self._best_responses(instance, families, [(hint, report)] + [
                     (named[n], None) for n in ("fungible-greedy", "greedy", "greedy-dense") if n in named], value, stats)
             if value >= (1.0 - self.gap_target) * bound - 1e-9:
-                status = Status.OPTIMAL if reaches(value, bound) else Status.FEASIBLE
-                return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
-                              {**stats, "incremental": "carried"})
+                return self._answered(hint, value, bound, start, {**stats, "incremental": "carried"})
             left_gap = 1.0 - value / bound
             if self._out_of_time(start, 0.75):
                 self._search.record(value > report.objective * (1 + 1e-9), left_gap)  # report: the carried-over (or refilled) schedule's
@@ -443,20 +447,24 @@ class RoundSolver:
             left_gap = 1.0 - objective / bound if bound else math.inf
             self._search.record(objective > base * (1 + 1e-9) or status is Status.OPTIMAL, left_gap)
             self._solver.record(solver_found or status is Status.OPTIMAL, left_gap)
-        if bound is not None and stats.get("priced_bound", math.inf) < bound:  # reported, after the backoffs counted
-            bound = max(stats["priced_bound"], objective)
+        if bound is not None:  # reported with the priced bound, after the backoffs counted
+            bound = _reported(objective, bound, stats)
             if status is not Status.OPTIMAL and reaches(objective, bound):
                 status = Status.OPTIMAL
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
 
-    def _skipped(self, hint: Schedule, value: float, bound: float, start: float, stats: dict[str, Any], why: str) -> Result:
+    def _answered(self, hint: Schedule, value: float, bound: float, start: float, stats: dict[str, Any]) -> Result:
         """A round answered without (further) search: ``hint``, worth ``value``, with ``bound``
-        (or the priced bound where lower; ``stats["skipped"]`` says ``why``: see the class text)."""
-        bound = min(bound, stats.get("priced_bound", math.inf))
+        (:func:`_reported`), optimal where it reaches it."""
+        bound = _reported(value, bound, stats)
         status = Status.OPTIMAL if reaches(value, bound) else Status.FEASIBLE
-        return Result(hint, status, value, max(bound, value), self.solver, "exact", time.perf_counter() - start,
-                      {**stats, "incremental": "skipped", "skipped": why})
+        return Result(hint, status, value, bound, self.solver, "exact", time.perf_counter() - start, stats)
+
+    def _skipped(self, hint: Schedule, value: float, bound: float, start: float, stats: dict[str, Any], why: str) -> Result:
+        """:meth:`_answered` for a round the chain stopped short of its gap target
+        (``stats["skipped"]`` says ``why``: see the class text)."""
+        return self._answered(hint, value, bound, start, {**stats, "incremental": "skipped", "skipped": why})
 
     def _out_of_time(self, start: float, share: float) -> bool:
         """Whether the round has used more than ``share`` of ``time_limit`` (never under
