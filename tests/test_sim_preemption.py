@@ -132,15 +132,22 @@ def test_preemption_setting_resolves_against_the_policy():
         SimConfig(preemption="none", tenant_quotas={"a": 8})
 
 
+def _workload(name, ids, submit, duration, gpus, model, n_nodes):
+    """The trace's jobs (one model for all) on ``n_nodes`` nodes of 8 GPUs, 64 cores and 512 GB,
+    restarts free and no spread penalty."""
+    tr = Trace.from_columns(name, {"job_id": ids, "submit_s": submit, "duration_s": duration, "gpus": gpus,
+                                   "model": [model] * len(ids)})
+    nodes = cluster.homogeneous(n_nodes, gpus=8, cpus=64, mem_gb=512)
+    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+
+
 def _stream():
     """An old 8-GPU job, then eight 1-GPU jobs that together outweigh it under FIFO's weights."""
     ids = ["old", *(f"y{i}" for i in range(8))]
     sub = [0.0, *(10.0 + i for i in range(8))]
     dur = [3000.0, *([600.0] * 8)]
     g = [8, *([1] * 8)]
-    tr = Trace.from_columns("pin", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["resnet18"] * 9})
-    nodes = cluster.homogeneous(1, gpus=8, cpus=64, mem_gb=512)
-    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+    return _workload("pin", ids, sub, dur, g, "resnet18", 1)
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy"])
@@ -162,9 +169,7 @@ def _head_gang_stream():
     sub = [0.0] * 9  # all at once; FIFO ranks ties in trace order
     dur = [600.0] * 9
     g = [16, *([2] * 8)]
-    tr = Trace.from_columns("head", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["gnmt"] * 9})
-    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=512)
-    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+    return _workload("head", ids, sub, dur, g, "gnmt", 2)
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy", "fixed-demand"])
@@ -231,9 +236,7 @@ def _reservation_stream():
     sub = [0.0, 10.0, 20.0, 30.0]
     dur = [3000.0, 600.0, 20000.0, 900.0]
     g = [8, 16, 8, 1]
-    tr = Trace.from_columns("easy", {"job_id": ids, "submit_s": sub, "duration_s": dur, "gpus": g, "model": ["gnmt"] * 4})
-    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=512)
-    return build_workload(tr, nodes, restart_s=0.0, spread_factor=1.0), nodes
+    return _workload("easy", ids, sub, dur, g, "gnmt", 2)
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "fungible-greedy"])
