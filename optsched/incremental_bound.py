@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from optsched.model import Instance, Job
+from optsched.room import residual_nodes, spread_caps
 from optsched.values import spread_multiplier
 
 __all__ = ["ENUM_AXES", "ENUM_LIMIT", "FILL_CELLS", "FILL_WORK", "TABLE_CELLS", "alike_but_weight", "fill_bound", "node_ways",
@@ -397,10 +398,12 @@ FILL_CELLS = (TABLE_CELLS, 120, 40)
 
 
 def _fill_pieces(instance: Instance, gpu_type: str, free: int, cpus: int, mem: int, units: tuple[int, int],
-                 candidates: Sequence[Job]) -> tuple[list[list[tuple[int, int, int, float]]], int]:
+                 candidates: Sequence[Job], caps: Callable[[Job, np.ndarray, np.ndarray], np.ndarray]
+                 ) -> tuple[list[list[tuple[int, int, int, float]]], int]:
     """The pieces :func:`_fill_table` builds its table from, per candidate: ``k <= min(g_j,
     free)`` of its GPUs at one grid point, as (GPUs, cores and GB in units, worth) (``k / g_j`` of
-    the job's unspread, unmoved worth there); and the table's cell updates."""
+    the job's unmoved worth there, with the least spread multiplier ``caps`` gives it at that
+    point); and the table's cell updates."""
     uc, um = units
     cc, mm = cpus // uc, mem // um
     pieces: list[list[tuple[int, int, int, float]]] = []
@@ -412,7 +415,7 @@ def _fill_pieces(instance: Instance, gpu_type: str, free: int, cpus: int, mem: i
         if instance.round.fair:
             keep = thr >= j.demand_throughput * (1 - 1e-12)
             c, m, thr = c[keep], m[keep], thr[keep]
-        worth = j.weight * speed * thr / j.demand_throughput
+        worth = j.weight * speed * thr * caps(j, c, m) / j.demand_throughput
         own = [(k, a, b, v) for k in range(1, min(j.gpus, free) + 1)
                for a, b, v in zip(((k * c) // uc).tolist(), ((k * m) // um).tolist(), (worth * (k / j.gpus)).tolist(), strict=True)
                if a <= cc and b <= mm and v > 0]
@@ -489,13 +492,26 @@ def _fill_bound(instance: Instance, cache: dict[tuple[Any, ...], Any] | None, ce
     # over the work limit is given up before any table is built
     pieces: dict[tuple[Any, ...], list[list[tuple[int, int, int, float]]]] = {}
     work = 0
+    room = residual_nodes(instance)
+    capped: dict[tuple[Any, ...], np.ndarray] = {}
+
+    def caps(gpu_type: str) -> Callable[[Job, np.ndarray, np.ndarray], np.ndarray]:
+        # a job's least spread multiplier per point on the room the pinned jobs leave
+        # (residual_nodes): its pieces together are worth no more than the job
+        def of(j: Job, c: np.ndarray, m: np.ndarray) -> np.ndarray:
+            key = (gpu_type, j.profile, j.gpus, j.spread_factor, j.demand_throughput if instance.round.fair else None)
+            if key not in capped:
+                capped[key] = spread_caps(instance, j, gpu_type, room[gpu_type], c, m)
+            return capped[key]
+        return of
+
     for n in [n for _, nodes in components for n in nodes if free[n]] + alone:
         node = instance.nodes[n]
         key = (node.gpu_type, free[n], node.cpus, node.mem_gb)
         if key not in pieces:
             candidates = [j for js in ranked for j in js[: free[n]]]
             pieces[key], need = _fill_pieces(instance, node.gpu_type, free[n], node.cpus, node.mem_gb,
-                                             _units(node.cpus, node.mem_gb, cells), candidates)
+                                             _units(node.cpus, node.mem_gb, cells), candidates, caps(node.gpu_type))
             if free[n] > 1 and need > FILL_WORK - work:
                 return math.inf
             work += need

@@ -15,6 +15,7 @@ import numpy as np
 
 from optsched.incremental_bound import pinned_worth_bound
 from optsched.model import Instance
+from optsched.room import residual_nodes, spread_caps
 from optsched.round_policies import policy_families
 
 __all__ = ["BOUND_FAMILIES", "FIT_CACHE_SIZE", "KNAPSACK_CELLS", "gpu_knapsack_bound", "worth_bound"]
@@ -28,24 +29,16 @@ def _fit_factors(instance: Instance, job: Any, gpu_type: str, nodes: tuple[np.nd
     """The most ``throughput[c][m] x spread multiplier`` a job reaches on ``gpu_type``'s nodes:
     at grid point ``(c, m)`` node ``n`` holds at most ``min(gpus_n, cpus_n // c, mem_n // m)`` of its
     GPUs, so the job needs at least ``k`` nodes (the fewest whose such counts add up to its
-    GPUs) and pays at least ``spread_factor ** (k - spread_base)``; a point no set of nodes
-    holds is left out (0 when none is held)."""
-    gpus, cpus, mem = nodes
+    GPUs) and pays at least ``spread_factor ** (k - spread_base)`` (:func:`spread_caps`); a point
+    no set of nodes holds is left out (0 when none is held)."""
     prof = job.profile
-    c = np.asarray(prof.cpus_per_gpu, dtype=np.int64)
-    m = np.asarray(prof.mem_per_gpu_gb, dtype=np.int64)
     thr = np.asarray(prof.throughput, dtype=np.float64)
     if instance.round.fair:  # a fair round allows only the points at least as fast as the demand
         thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
-    by_c = np.minimum(gpus[None, :], np.where(c[:, None] > 0, cpus[None, :] // np.maximum(c[:, None], 1), gpus[None, :]))
-    by_m = np.where(m[:, None] > 0, mem[None, :] // np.maximum(m[:, None], 1), gpus[None, :])
-    q = np.minimum(by_c[:, None, :], by_m[None, :, :])  # (cores point, memory point, node)
-    q = -np.sort(-q, axis=2).cumsum(axis=2)
-    fits = q[:, :, -1] >= job.gpus
-    k = (q < job.gpus).sum(axis=2) + 1  # the fewest nodes that hold the job at each point
-    base = instance.spread_base(gpu_type, job.gpus)
-    factor = thr * job.spread_factor ** np.maximum(0, k - base)
-    factor = np.where(fits, factor, 0.0)
+    c = np.asarray(prof.cpus_per_gpu, dtype=np.int64)[:, None]
+    m = np.asarray(prof.mem_per_gpu_gb, dtype=np.int64)[None, :]
+    c, m = np.broadcast_arrays(c, m)
+    factor = thr * spread_caps(instance, job, gpu_type, nodes, c, m)
     return float(factor.max()) if factor.size else 0.0
 
 
@@ -75,9 +68,12 @@ def _staying_value(instance: Instance, job: Any) -> float | None:
 FIT_CACHE_SIZE = 4096
 
 
-def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None) -> list[float]:
+def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = None,
+                 nodes: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None, unpinned: bool = False) -> list[float]:
     """Per job, the most it can be worth on the round's nodes (:func:`_fit_factors` over its
-    allowed GPU types, times its weight, speed and one over its demand's throughput).
+    allowed GPU types, times its weight, speed and one over its demand's throughput), or on
+    ``nodes`` (per GPU type, the GPUs, cores and GB of each node: e.g. :func:`residual_nodes`).
+    With ``unpinned``, pinned jobs get 0 (their caller bounds them otherwise).
     ``cache`` (fit factors keyed by everything they depend on: the type's nodes, the job's
     profile, GPUs, spread factor and base, the round's fairness and the job's demand where
     fair) may be shared between rounds on the same nodes."""
@@ -87,14 +83,20 @@ def _best_values(instance: Instance, cache: dict[tuple[Any, ...], Any] | None = 
     by_type: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     sig: dict[str, bytes] = {}
     for t in instance.gpu_types:
-        ns = [n for n in instance.nodes if n.gpu_type == t and n.gpus > 0]
-        by_type[t] = (np.array([n.gpus for n in ns], dtype=np.int64), np.array([n.cpus for n in ns], dtype=np.int64),
-                      np.array([n.mem_gb for n in ns], dtype=np.int64))
-        sig[t] = b"".join(a.tobytes() for a in by_type[t]) + bytes(len(ns))
+        if nodes is not None:
+            by_type[t] = nodes.get(t) or (np.zeros(0, dtype=np.int64),) * 3
+        else:
+            ns = [n for n in instance.nodes if n.gpu_type == t and n.gpus > 0]
+            by_type[t] = (np.array([n.gpus for n in ns], dtype=np.int64), np.array([n.cpus for n in ns], dtype=np.int64),
+                          np.array([n.mem_gb for n in ns], dtype=np.int64))
+        sig[t] = b"".join(a.tobytes() for a in by_type[t]) + bytes(len(by_type[t][0]))
     fair = instance.round.fair
     out = []
     alike: dict[tuple[Any, ...], float] = {}  # jobs alike but for weight share their best per unit of weight
     for j in instance.jobs:
+        if unpinned and j.pinned:
+            out.append(0.0)
+            continue
         speeds = j.gpu_speed if j.gpu_speed is not None else dict.fromkeys(instance.gpu_types, 1.0)
         mine = (j.profile, j.gpus, j.spread_factor, tuple(speeds.items()), j.demand_throughput)
         per_weight = alike.get(mine)
@@ -176,7 +178,10 @@ def _pinned_bound(instance: Instance, values: list[float], cache: dict[tuple[Any
     if not math.isfinite(pinned):
         pinned = sum(_restart_value(instance, j, v) if j.elastic is None else v
                      for j, v in zip(instance.jobs, values, strict=True) if j.pinned)
-    others = [(v, j.gpus) for j, v in zip(instance.jobs, values, strict=True) if not j.pinned]
+    # the other jobs on the room the pinned jobs leave: the fewest of those nodes that hold a job
+    # may be more than on empty nodes, and its spread factor is paid from there
+    room = _restart_values(instance, _best_values(instance, cache, residual_nodes(instance), unpinned=True), pinned=False)
+    others = [(min(v, r), j.gpus) for j, v, r in zip(instance.jobs, values, room, strict=True) if not j.pinned]
     types = {t for j in instance.jobs for t in (j.gpu_speed if j.gpu_speed is not None else instance.gpu_types)}
     free = sum(n.gpus for n in instance.nodes if n.gpu_type in types) - held
     return pinned + _knapsack(others, free)

@@ -254,3 +254,73 @@ def test_many_gangs_on_the_same_nodes_are_enumerated_or_cut_without_limits_of_nu
     tight = generate(nodes=2, jobs=1, seed=0, cpus_per_node=70, mem_per_node_gb=1000)
     # 42 + 19 = 61 <= 70 but 42 + 38 = 80 > 70: only the heavier gang goes fast
     assert incremental_bound._component_bound(tight, jobs) == pytest.approx(40 + 1.0 + 3.0)
+
+
+def _scattered(cores_left: int = 8) -> Instance:
+    """Four 4-GPU nodes, each with three GPUs held by a pinned 1-GPU job (``cores_left`` cores
+    free beside it at its smallest point), and a waiting 4-GPU gang (spread factor 0.5) that
+    fits only one GPU on each node: it must span all four nodes, three beyond the one it
+    needs on empty nodes."""
+    small = {"cpus_per_gpu": [2], "mem_per_gpu_gb": [10], "throughput": [[1.0]]}
+    gang = {"cpus_per_gpu": [2, 8], "mem_per_gpu_gb": [10], "throughput": [[1.0], [2.0]]}
+    nodes = [{"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "cpus": 6 + cores_left, "mem_gb": 100} for i in range(4)]
+    jobs = [{"id": f"p{i}{k}", "gpus": 1, "weight": 0.1, "profile": small, "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10},
+             "placement": {f"n{i}": 1}, "preemptible": False} for i in range(4) for k in range(3)]
+    jobs.append({"id": "gang", "gpus": 4, "weight": 1.0, "spread_factor": 0.5, "profile": gang,
+                 "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10}})
+    return Instance.from_dict({"version": 3, "name": "scattered", "round": {"duration_s": 300}, "nodes": nodes, "jobs": jobs})
+
+
+def test_the_bounds_charge_a_waiting_gang_the_spread_of_the_room_the_pinned_jobs_leave():
+    """On four nodes with one GPU free each, the waiting 4-GPU gang spans four nodes where it
+    would need one: both bounds charge it 0.5 ** 3 of its worth (at its fast point: 8 cores per
+    GPU fit beside the pinned jobs), and the bound is the proven optimum (12 x 0.1 + 2 x 0.125)."""
+    inst = _scattered()
+    res = _optimum(inst)
+    assert res.objective == pytest.approx(1.2 + 2.0 * 0.5 ** 3)
+    assert gpu_knapsack_bound(inst) == pytest.approx(res.objective, rel=1e-6)
+    assert incremental_bound.fill_bound(inst) == pytest.approx(res.objective, rel=1e-9)
+    # with too few cores left for the fast point, the cap follows the slow one (1.0 x 0.125)
+    slow = _scattered(cores_left=4)
+    assert gpu_knapsack_bound(slow) == pytest.approx(_optimum(slow).objective, rel=1e-6)
+    assert _optimum(slow).objective == pytest.approx(1.2 + 0.125)
+
+
+def _gang_round(seed: int) -> Instance:
+    """:func:`_pinned_round` with waiting gangs of 2-4 GPUs and spread factors down to 0.5: on the
+    few GPUs the pinned jobs leave they often must span more nodes than on empty ones."""
+    d = _pinned_round(seed, waiting=4).to_dict()
+    rng = np.random.default_rng(seed + 1000)
+    for j in d["jobs"]:
+        if "placement" not in j:
+            j["gpus"] = int(rng.choice([2, 3, 4]))
+            j["spread_factor"] = round(float(rng.uniform(0.5, 0.9)), 2)
+    return Instance.from_dict(d)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_bounds_with_the_room_pinned_jobs_leave_are_at_least_the_proven_optimum(seed):
+    """Waiting gangs that must spread over the pinned jobs' leftover GPUs: the knapsack and fill
+    bounds, which cap each waiting job's worth by the spread it pays there, stay at least CP-SAT's
+    proven optimum."""
+    inst = _gang_round(seed)
+    res = _optimum(inst)
+    assert gpu_knapsack_bound(inst) >= res.objective - 1e-9
+    assert incremental_bound.fill_bound(inst) >= res.objective - 1e-9
+
+
+def test_the_gang_rounds_charge_spread_beyond_the_empty_nodes_one():
+    """The rounds above exercise the cap: in most of them some waiting gang's fewest nodes on the
+    room left are more than on empty nodes."""
+    from optsched.room import fewest_holding, residual_nodes
+
+    more = 0
+    for seed in range(16):
+        inst = _gang_round(seed)
+        room = residual_nodes(inst).get("V100")
+        for j in inst.jobs:
+            if j.placement is None and room is not None:
+                c, m = np.array([min(j.profile.cpus_per_gpu)]), np.array([min(j.profile.mem_per_gpu_gb)])
+                fits, k = fewest_holding(j.gpus, c, m, room)
+                more += bool(fits[0] and k[0] > inst.spread_base("V100", j.gpus))
+    assert more >= 8

@@ -48,7 +48,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "optsched.mip.backends",
         # the bounds of round chains (optsched.incremental): knapsack, pinned jobs' worth, fill,
         # and the priced bound over pinned gangs' copies
-        "optsched.incremental_bound", "optsched.knapsack_bound", "optsched.gang_prices",
+        "optsched.room", "optsched.incremental_bound", "optsched.knapsack_bound", "optsched.gang_prices",
     ),
     "formulations": (
         "optsched.exact", "optsched.exact.model", "optsched.exact.variables", "optsched.exact.constraints",
