@@ -45,7 +45,7 @@ from optsched.exact.core import greedy_starts
 from optsched.gang_prices import GangPrices
 from optsched.heuristics.best_response import best_response
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
-from optsched.heuristics.node_refill import gang_ascent, gang_release, node_refill
+from optsched.heuristics.node_refill import gang_ascent, gang_release, node_refill, squeezed_greedy
 from optsched.incremental_bound import fill_bound
 from optsched.knapsack_bound import BOUND_FAMILIES, gpu_knapsack_bound
 from optsched.model import Instance
@@ -373,6 +373,10 @@ class RoundSolver:
                 # both in the bound (node_refill, fill_bound)
                 hint, value, report = self._take_better(instance, hint, value, report,
                                                         gang_release(instance, node_refill(instance, hint)), stats)
+                if value < (1.0 - self.gap_target) * bound - 1e-9:
+                    # a waiting job that the pinned jobs' cores and memory keep out (a heavy gang
+                    # over the scattered free GPUs): the greedy with them at their leanest points
+                    hint, value, report = self._take_better(instance, hint, value, report, squeezed_greedy(instance), stats)
                 if value < (1.0 - self.gap_target) * bound - 1e-9:
                     # once with the gangs' copies priced into agreement where the bound cuts them
                     # (optsched.gang_prices, the prices kept from the last round): that bound is

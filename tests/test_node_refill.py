@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_incremental_bound import _gang_and_single, _pinned_round, _squeeze
+from test_incremental_bound import _gang_and_single, _gang_round, _pinned_round, _squeeze
 
 from optsched.checker import check_schedule
 from optsched.heuristics import node_refill as node_refill_module
-from optsched.heuristics.node_refill import gang_ascent, node_refill
-from optsched.incremental import RoundSolver
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+from optsched.heuristics.node_refill import gang_ascent, node_refill, squeezed_greedy
+from optsched.incremental import RoundSolver, RoundState
+from optsched.model import Instance
+from optsched.result import Result, Status
 from optsched.schedule import Assignment, Schedule
 from optsched.solve import solve_round
 
@@ -205,6 +208,67 @@ def test_gang_release_keeps_schedules_feasible_and_never_lowers_their_worth(seed
     after = check_schedule(inst, out)
     assert not after, after
     assert after.objective >= before.objective - 1e-9
+    for j in inst.jobs:
+        if j.pinned:
+            assert dict(out.jobs[j.id].nodes) == dict(j.placement)
+
+
+def _crowded() -> Instance:
+    """Four 4-GPU nodes of 12 cores, each with three pinned 1-GPU jobs that are a little faster
+    at 4 cores than at 2, and a waiting 4-GPU gang (spread factor 0.5) that fits one GPU on each
+    node at 3 cores only once the pinned jobs there drop to 2."""
+    pinned = {"cpus_per_gpu": [2, 4], "mem_per_gpu_gb": [10], "throughput": [[1.0], [1.05]]}
+    gang = {"cpus_per_gpu": [2, 3], "mem_per_gpu_gb": [10], "throughput": [[1.0], [1.2]]}
+    nodes = [{"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "cpus": 12, "mem_gb": 100} for i in range(4)]
+    jobs = [{"id": f"p{i}{k}", "gpus": 1, "weight": 0.1, "profile": pinned, "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10},
+             "placement": {f"n{i}": 1}, "preemptible": False} for i in range(4) for k in range(3)]
+    jobs.append({"id": "gang", "gpus": 4, "weight": 1.0, "spread_factor": 0.5, "profile": gang,
+                 "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10}})
+    return Instance.from_dict({"version": 3, "name": "crowded", "round": {"duration_s": 300}, "nodes": nodes, "jobs": jobs})
+
+
+def _pinned_fast(inst: Instance) -> Schedule:
+    return Schedule(inst.name, {j.id: Assignment(dict(j.placement), 4, 10) for j in inst.jobs if j.pinned})
+
+
+def test_the_squeezed_greedy_starts_a_gang_the_pinned_jobs_cores_keep_out():
+    """With the pinned jobs at their fast points no core is left, and neither the greedy around
+    them nor a one-node refill can start the gang (it needs a GPU on every node). With them at
+    their leanest points first, the greedy starts it and the leftover pass raises one pinned job
+    per node again: the proven optimum, 12 x 0.1 + 4 x 0.1 x 0.05 + 0.5 ** 3 x 1.2."""
+    inst = _crowded()
+    optimum = solve_round(inst, solver="cpsat", time_limit=10, **FAST).objective
+    assert optimum == pytest.approx(1.2 + 0.02 + 0.125 * 1.2)
+    around = node_refill(inst, fungible_greedy_schedule(inst, fixed=_pinned_fast(inst)))
+    assert "gang" not in around.jobs
+    out = squeezed_greedy(inst)
+    report = check_schedule(inst, out)
+    assert not report
+    assert "gang" in out.jobs and report.objective == pytest.approx(optimum)
+
+
+def test_a_round_chain_starts_that_gang_with_no_search():
+    """From a previous schedule with the pinned jobs at their fast points, the chain's squeezed
+    greedy starts the gang before any search (``refilled_objective``: the steps before the best
+    responses), and the fill bound proves it optimal: the round ends with no solver call."""
+    inst = _crowded()
+    previous = Result(_pinned_fast(inst), Status.FEASIBLE, 1.26, None, "cpsat", "exact", 0.0, {})
+    chain = RoundSolver(time_limit=1.0, options=FAST, state=RoundState("", previous))
+    out = chain.solve(inst)
+    assert out.stats["incremental"] == "carried"
+    assert out.stats["refilled_objective"] == pytest.approx(out.objective)
+    assert "gang" in out.schedule.jobs and out.status is Status.OPTIMAL
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_squeezed_greedy_is_feasible_and_keeps_pinned_jobs_where_they_run(seed):
+    """On small rounds with pinned gangs and waiting gangs: the checker accepts it, every pinned
+    job keeps its nodes, and it is worth at most the proven optimum."""
+    inst = _gang_round(seed)
+    out = squeezed_greedy(inst)
+    report = check_schedule(inst, out)
+    assert not report, report
+    assert report.objective <= solve_round(inst, solver="cpsat", time_limit=20, **FAST).objective + 1e-6
     for j in inst.jobs:
         if j.pinned:
             assert dict(out.jobs[j.id].nodes) == dict(j.placement)

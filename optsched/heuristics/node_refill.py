@@ -23,12 +23,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.incremental_bound import alike_but_weight, node_ways
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
 
-__all__ = ["NODE_WORK", "gang_ascent", "gang_release", "node_refill"]
+__all__ = ["NODE_WORK", "gang_ascent", "gang_release", "node_refill", "squeezed_greedy"]
 
 #: most cell updates of one node's programme, its (GPUs, cores, memory) table's cells times the
 #: options of its jobs (a node above it is left as it is: about 60 ms)
@@ -356,3 +357,25 @@ def gang_ascent(instance: Instance, schedule: Schedule, passes: int = 2) -> Sche
     if not moved:
         return schedule
     return node_refill(instance, Schedule(schedule.instance, jobs), nodes=sorted({n for g in moved for n in jobs[g].nodes}), force=True)
+
+
+def squeezed_greedy(instance: Instance) -> Schedule:
+    """Fungible-greedy with every pinned job first at its leanest grid point (the least cores and
+    memory relative to the round's per-GPU averages; in a fair round, among the points at least as
+    fast as its demand): the waiting jobs, heaviest first, are placed in the room that leaves, and
+    the leftover pass then raises every job's point where room is left. It starts a job that the
+    pinned jobs' current cores and memory keep out, such as a heavy gang over the scattered GPUs
+    they leave free, which no one-node refill can start."""
+    gpus = max(1, sum(n.gpus for n in instance.nodes))
+    cpg = max(1.0, sum(n.cpus for n in instance.nodes) / gpus)
+    mpg = max(1.0, sum(n.mem_gb for n in instance.nodes) / gpus)
+    fixed = {}
+    for j in instance.jobs:
+        if not j.pinned or not j.placement:
+            continue
+        points = [p for p in j.profile.points() if p[2] > 0 and (not instance.round.fair or p[2] >= j.demand_throughput)]
+        if not points:
+            continue
+        c, m, _ = min(points, key=lambda p: (p[0] / cpg + p[1] / mpg, -p[2]))
+        fixed[j.id] = Assignment(nodes=dict(j.placement), cpus_per_gpu=c, mem_per_gpu_gb=m)
+    return fungible_greedy_schedule(instance, fixed=Schedule(instance.name, fixed))
