@@ -10,7 +10,8 @@ round's worth of state, never more) and, for the next round:
    stays feasible, and fungible-greedy places the others around them (:func:`carry_over`);
 3. **stops early**: when the carried-over schedule is within ``gap_target`` of a cheap proven
    bound (:func:`gpu_knapsack_bound`; where running jobs are pinned, after the nodes they leave
-   room on are refilled, also :func:`~optsched.incremental_bound.fill_bound`) no search runs at
+   room on are refilled and the squeezed greedy has tried to start what their cores and memory
+   kept out, also :func:`~optsched.incremental_bound.fill_bound`) no search runs at
    all; otherwise the exact solver runs with the carried-over schedule as its complete hint and
    CP-SAT's ``relative_gap_limit`` set to ``gap_target``. A warm round is never worth less than
    the carried-over schedule.
