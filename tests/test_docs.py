@@ -28,7 +28,7 @@ def test_mkdocs_build_strict(tmp_path):
         assert f"formulations/{f.stem}/" in home, f.name
     # the API reference is rendered from docstrings
     api = (site / "api" / "index.html").read_text()
-    for name in ("solve_round", "check_schedule", "Instance", "create_app", "SolvePool"):
+    for name in ("solve_round", "check_schedule", "Instance", "create_app", "SolvePool", "RoundSolver"):
         assert name in api, name
     # the CLI reference is generated from the parser: every verb and one of its options appear
     from optsched.cli import VERBS
