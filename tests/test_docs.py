@@ -86,6 +86,13 @@ def test_readme_python_example_prints_what_the_readme_shows(tmp_path):
     assert _TIME.sub("time=", r.stdout.strip()) == _TIME.sub("time=", shown)
 
 
+def test_api_round_chain_example_runs_a_cold_then_a_reused_round():
+    code = next(b for b in _blocks(ROOT / "docs" / "api.md", "python") if "RoundSolver" in b)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [line.split()[0] for line in r.stdout.splitlines()] == ["cold", "reused"]
+
+
 #: the figures of a capacity violation ("17 GPUs used, 8 available")
 _USAGE = re.compile(r"\d+(\.\d+)? (GPUs|CPU cores|GB of memory) used")
 
