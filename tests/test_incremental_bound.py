@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from optsched import incremental_bound
+from optsched.checker import check_schedule
+from optsched.errors import InputError
 from optsched.gen import generate
 from optsched.incremental import RoundSolver, gpu_knapsack_bound
 from optsched.incremental_bound import pinned_worth_bound
@@ -324,3 +326,70 @@ def test_the_gang_rounds_charge_spread_beyond_the_empty_nodes_one():
                 fits, k = fewest_holding(j.gpus, c, m, room)
                 more += bool(fits[0] and k[0] > inst.spread_base("V100", j.gpus))
     assert more >= 8
+
+
+def _mixed_round(seed: int) -> Instance | None:
+    """A small round drawn more broadly than :func:`_pinned_round`: one or two GPU types, 4 or 8
+    GPUs a node, fair rounds, both spread rules, waiting gangs of up to 6 GPUs, some running jobs
+    preemptible; ``None`` where the draw is not a valid round."""
+    rng = np.random.default_rng(seed)
+    d = generate(nodes=int(rng.integers(2, 5)), jobs=int(rng.integers(6, 12)), seed=seed, gpus_per_node=int(rng.choice([4, 8])),
+                 cpus_per_node=int(rng.integers(8, 33)), mem_per_node_gb=int(rng.integers(60, 300)),
+                 job_sizes={1: 0.4, 2: 0.25, 3: 0.1, 4: 0.15, 6: 0.1}, grid="coarse",
+                 gpu_types=["V100"] if rng.random() < 0.5 else ["V100", "K80"], fair=bool(rng.random() < 0.3),
+                 spread_from="fewest" if rng.random() < 0.7 else "one").to_dict()
+    free = {n["id"]: [n["gpus"], n["cpus"], n["mem_gb"]] for n in d["nodes"]}
+    kind = {n["id"]: n["gpu_type"] for n in d["nodes"]}
+    waiting = int(rng.integers(2, 6))
+    for j in d["jobs"][: len(d["jobs"]) - waiting]:
+        c0, m0 = j["profile"]["cpus_per_gpu"][0], j["profile"]["mem_per_gpu_gb"][0]
+        allowed = None if j.get("gpu_speed") is None else set(j["gpu_speed"])
+        place: dict[str, int] = {}
+        left = j["gpus"]
+        for nid in [list(free)[k] for k in rng.permutation(len(free))]:
+            if (allowed is not None and kind[nid] not in allowed) or (place and kind[nid] != kind[next(iter(place))]):
+                continue
+            take = min(left, free[nid][0], free[nid][1] // c0, free[nid][2] // m0, max(1, left // 2) if rng.random() < 0.5 and not place else left)
+            if take > 0:
+                place[nid] = take
+                left -= take
+            if not left:
+                break
+        if left:
+            continue
+        for nid, k in place.items():
+            free[nid][0] -= k
+            free[nid][1] -= k * c0
+            free[nid][2] -= k * m0
+        j["placement"] = place
+        j["preemptible"] = bool(rng.random() < 0.15)
+        j["restart_s"] = 0.3 * d["round"]["duration_s"]
+    try:
+        return Instance.from_dict(d)
+    except InputError:
+        return None
+
+
+def test_the_bounds_and_the_squeezed_greedy_on_broader_rounds():
+    """On rounds drawn more broadly (two GPU types, fair rounds, both spread rules, preemptible
+    running jobs): the knapsack, fill and priced bounds stay at least CP-SAT's proven optimum, and
+    the squeezed greedy is feasible and at most it (on at least a dozen rounds it proves)."""
+    from optsched.gang_prices import GangPrices
+    from optsched.heuristics.node_refill import squeezed_greedy
+
+    checked = 0
+    for seed in range(30):
+        inst = _mixed_round(seed)
+        if inst is None:
+            continue
+        res = solve_round(inst, solver="cpsat", time_limit=20.0, **FAST)
+        if res.status.value != "optimal":
+            continue
+        checked += 1
+        assert gpu_knapsack_bound(inst) >= res.objective - 1e-9, seed
+        assert incremental_bound.fill_bound(inst) >= res.objective - 1e-9, seed
+        assert incremental_bound.fill_bound(inst, {}, refine=GangPrices()) >= res.objective - 1e-9, seed
+        report = check_schedule(inst, squeezed_greedy(inst))
+        assert not report, (seed, report)
+        assert report.objective <= res.objective + 1e-6, seed
+    assert checked >= 12
