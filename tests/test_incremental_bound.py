@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -20,6 +21,33 @@ from optsched.values import assignment_value
 FAST = {"num_workers": 1}
 
 
+def _place_running(free: dict[str, list[int]], job: dict, order: list[str], halve: Callable[[], bool],
+                   fits: Callable[[str, dict[str, int]], bool] = lambda nid, place: True) -> dict[str, int] | None:
+    """Where a running ``job`` (a contract dict) sits at its smallest grid point: over the nodes in
+    ``order`` that ``fits`` allows (node id, placement so far), as many GPUs on each as ``free``
+    (id -> [GPUs, cores, GB] left) holds, only half of them on the first node where ``halve()``;
+    ``free`` is charged. ``None`` (``free`` untouched) where the nodes cannot hold it."""
+    c0, m0 = job["profile"]["cpus_per_gpu"][0], job["profile"]["mem_per_gpu_gb"][0]
+    place: dict[str, int] = {}
+    left = job["gpus"]
+    for nid in order:
+        if not fits(nid, place):
+            continue
+        take = min(left, free[nid][0], free[nid][1] // c0, free[nid][2] // m0, max(1, left // 2) if halve() and not place else left)
+        if take > 0:
+            place[nid] = take
+            left -= take
+        if not left:
+            break
+    if left:
+        return None
+    for nid, k in place.items():
+        free[nid][0] -= k
+        free[nid][1] -= k * c0
+        free[nid][2] -= k * m0
+    return place
+
+
 def _pinned_round(seed: int, waiting: int = 2, all_pinned: bool = False) -> Instance:
     """A small round on 3 tight nodes (4 GPUs, few cores and GB) where most running jobs are
     pinned, some of them gangs split over two nodes, plus ``waiting`` new jobs and (unless
@@ -30,24 +58,11 @@ def _pinned_round(seed: int, waiting: int = 2, all_pinned: bool = False) -> Inst
     free = {n["id"]: [n["gpus"], n["cpus"], n["mem_gb"]] for n in d["nodes"]}
     ids = list(free)
     for i, j in enumerate(d["jobs"][: len(d["jobs"]) - waiting]):
-        c0, m0 = j["profile"]["cpus_per_gpu"][0], j["profile"]["mem_per_gpu_gb"][0]
         order = [ids[k] for k in rng.permutation(len(ids))]
         split = j["gpus"] > 1 and rng.random() < 0.6
-        place: dict[str, int] = {}
-        left = j["gpus"]
-        for nid in order:
-            take = min(left, free[nid][0], free[nid][1] // c0, free[nid][2] // m0, max(1, left // 2) if split and not place else left)
-            if take > 0:
-                place[nid] = take
-                left -= take
-            if not left:
-                break
-        if left:
+        place = _place_running(free, j, order, lambda split=split: split)
+        if place is None:
             continue
-        for nid, k in place.items():
-            free[nid][0] -= k
-            free[nid][1] -= k * c0
-            free[nid][2] -= k * m0
         j["placement"] = place
         j["preemptible"] = i == 0 and not all_pinned
         j["restart_s"] = 0.3 * d["round"]["duration_s"]
@@ -342,25 +357,15 @@ def _mixed_round(seed: int) -> Instance | None:
     kind = {n["id"]: n["gpu_type"] for n in d["nodes"]}
     waiting = int(rng.integers(2, 6))
     for j in d["jobs"][: len(d["jobs"]) - waiting]:
-        c0, m0 = j["profile"]["cpus_per_gpu"][0], j["profile"]["mem_per_gpu_gb"][0]
         allowed = None if j.get("gpu_speed") is None else set(j["gpu_speed"])
-        place: dict[str, int] = {}
-        left = j["gpus"]
-        for nid in [list(free)[k] for k in rng.permutation(len(free))]:
-            if (allowed is not None and kind[nid] not in allowed) or (place and kind[nid] != kind[next(iter(place))]):
-                continue
-            take = min(left, free[nid][0], free[nid][1] // c0, free[nid][2] // m0, max(1, left // 2) if rng.random() < 0.5 and not place else left)
-            if take > 0:
-                place[nid] = take
-                left -= take
-            if not left:
-                break
-        if left:
+
+        def fits(nid: str, place: dict[str, int], allowed: set[str] | None = allowed) -> bool:
+            # a type the job may use, and one type for all its nodes
+            return (allowed is None or kind[nid] in allowed) and (not place or kind[nid] == kind[next(iter(place))])
+
+        place = _place_running(free, j, [list(free)[k] for k in rng.permutation(len(free))], lambda: rng.random() < 0.5, fits)
+        if place is None:
             continue
-        for nid, k in place.items():
-            free[nid][0] -= k
-            free[nid][1] -= k * c0
-            free[nid][2] -= k * m0
         j["placement"] = place
         j["preemptible"] = bool(rng.random() < 0.15)
         j["restart_s"] = 0.3 * d["round"]["duration_s"]
