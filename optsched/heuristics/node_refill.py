@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+from optsched.heuristics.fungible_greedy import _eligible, fungible_greedy_schedule
 from optsched.incremental_bound import alike_but_weight, node_ways
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
@@ -373,7 +373,7 @@ def squeezed_greedy(instance: Instance) -> Schedule:
     for j in instance.jobs:
         if not j.pinned or not j.placement:
             continue
-        points = [p for p in j.profile.points() if p[2] > 0 and (not instance.round.fair or p[2] >= j.demand_throughput)]
+        points = [p for p in _eligible(instance, j) if p[2] > 0]
         if not points:
             continue
         c, m, _ = min(points, key=lambda p: (p[0] / cpg + p[1] / mpg, -p[2]))
