@@ -158,6 +158,53 @@ def _thin_gang():
         "jobs": pinned + [gang] + singles})
 
 
+def _random_items(rng: np.random.Generator) -> tuple[tuple[int, int, int], list]:
+    """A node's programme: a few mandatory items and many optional ones, several alike."""
+    cpus, mem, free = int(rng.integers(8, 40)), int(rng.integers(60, 300)), int(rng.integers(1, 6))
+    items = []
+    for mandatory in [True] * int(rng.integers(0, 3)) + [False] * int(rng.integers(2, 12)):
+        g = int(rng.integers(1, 3))
+        opts = [(g * int(rng.integers(1, 7)), g * int(rng.integers(5, 60)), float(rng.uniform(0.1, 3.0))) for _ in range(int(rng.integers(1, 4)))]
+        items.append((mandatory, opts, 0 if mandatory else g))
+        if not mandatory and rng.random() < 0.3:  # a copy, or a lighter copy (a younger job alike)
+            items.append((False, [(c, m, v * float(rng.uniform(0.5, 1.0))) for c, m, v in opts], g))
+    return (free, cpus, mem), items
+
+
+def _best(room, items) -> float:
+    tables, units = node_refill_module._tables(room, items)
+    return float(tables[-1][room[0], room[1] // units[0], room[2] // units[1]])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_items_left_out_as_dominated_never_change_a_nodes_optimum(seed):
+    """The programme over the items :func:`_needed` keeps is worth exactly as much as over all
+    of them, in the node's room and in smaller rooms (the tables gang_ascent reads)."""
+    room, items = _random_items(np.random.default_rng(seed))
+    keep = node_refill_module._needed(items, room)
+    kept = [items[i] for i in keep]
+    assert [i for i, it in enumerate(items) if it[0]] == [i for i in keep if items[i][0]]  # every mandatory one
+    for shrink in (0, 1, 3):
+        smaller = (max(0, room[0] - shrink), max(0, room[1] - 2 * shrink), max(0, room[2] - 20 * shrink))
+        full_t, units = node_refill_module._tables(room, items)
+        kept_t, kunits = node_refill_module._tables(room, kept)
+        a = full_t[-1][smaller[0], smaller[1] // units[0], smaller[2] // units[1]]
+        b = kept_t[-1][smaller[0], smaller[1] // kunits[0], smaller[2] // kunits[1]]
+        assert a == pytest.approx(b) or (not np.isfinite(a) and not np.isfinite(b))
+
+
+def test_a_job_dominated_by_as_many_as_the_free_gpus_hold_is_left_out():
+    """Two free GPUs: a lighter one-GPU job alike in all but weight to two heavier ones, and a
+    two-GPU job no faster than a one-GPU one at more cores, are never needed; a pinned job and
+    the heavier jobs stay."""
+    room = (2, 16, 200)
+    heavy = [(2, 20, 1.0), (4, 40, 1.5)]
+    items = [(True, [(4, 40, 2.0)], 0), (False, heavy, 1), (False, heavy, 1),
+             (False, [(c, m, 0.5 * v) for c, m, v in heavy], 1), (False, [(6, 60, 1.2)], 2)]
+    assert node_refill_module._needed(items, room) == [0, 1, 2]
+    assert _best(room, items) == pytest.approx(_best(room, [items[i] for i in (0, 1, 2)]))
+
+
 def test_gang_release_takes_out_a_gang_spread_thin_where_the_refill_does_better():
     """The gang on 2 + 2 GPUs is worth 0.5 (weight 1, spread 0.5 for its second node); refilled
     without it, its four GPUs take the four single jobs, worth 0.6 each: the release takes it

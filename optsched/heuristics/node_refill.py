@@ -216,7 +216,43 @@ def _node_part(instance: Instance, jobs: dict[str, Assignment], nid: str, ranked
     # pinned jobs keep their GPUs: the table's GPU axis counts only the others'
     items = [(j.pinned, [(j.gpus * c, j.gpus * m, v) for c, m, v in _options(instance, j, {nid: j.gpus}, {nid: (cpus, mem)})],
               0 if j.pinned else j.gpus) for j in offered]
-    return alone, offered, items, (free, cpus, mem)
+    needed = _needed(items, (free, cpus, mem))
+    return alone, [offered[i] for i in needed], [items[i] for i in needed], (free, cpus, mem)
+
+
+def _needed(items: Items, room: tuple[int, int, int]) -> list[int]:
+    """The items a best choice within ``room`` (or any smaller room) may need, by index: every
+    mandatory one, and each optional one that could be chosen together with all the optional
+    items that *dominate* it. Item ``A`` dominates ``B`` when it takes no more GPUs and each of
+    ``B``'s options is matched by one of ``A``'s with no more cores, no more memory and no less
+    worth (of two identical items, the first dominates). A best choice that takes ``B`` but
+    leaves out some ``A`` dominating it stays as good with ``A`` in ``B``'s place, so some best
+    choice takes ``B`` only with all of them; where they and ``B`` cannot fit together (their
+    GPUs, or their fewest cores or memory with the mandatory items', exceed the room), ``B`` is
+    never needed."""
+    optional = [i for i, (mandatory, opts, _g) in enumerate(items) if not mandatory and opts]
+    if len(optional) < 2:
+        return [i for i, it in enumerate(items) if it[0] or it[1]]
+    sizes = [len(items[i][1]) for i in optional]
+    first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    c, m, v = (np.array(col, dtype=np.float64) for col in zip(*(o for i in optional for o in items[i][1]), strict=True))
+    beats = (c[:, None] <= c[None, :]) & (m[:, None] <= m[None, :]) & (v[:, None] >= v[None, :])  # option x option
+    # dominates[a, b]: every option of item b is matched by some option of item a
+    dominates = np.logical_and.reduceat(np.logical_or.reduceat(beats, first, axis=0), first, axis=1)
+    g = np.array([items[i][2] for i in optional], dtype=np.int64)
+    n = len(optional)
+    order = np.arange(n)
+    dominates &= (g[:, None] <= g[None, :]) & ~(dominates.T & (order[:, None] > order[None, :]))
+    np.fill_diagonal(dominates, False)
+    by = dominates.T.astype(np.float64)  # by[b, a]: a dominates b
+    least_c, least_m = np.minimum.reduceat(c, first), np.minimum.reduceat(m, first)
+    free, cpus, mem = room
+    # the mandatory items take at least their fewest cores and memory too
+    cpus -= sum(min(o[0] for o in opts) for mandatory, opts, _g in items if mandatory and opts)
+    mem -= sum(min(o[1] for o in opts) for mandatory, opts, _g in items if mandatory and opts)
+    never = (by @ g + g > free) | (by @ least_c + least_c > cpus) | (by @ least_m + least_m > mem)
+    dropped = {optional[k] for k in np.flatnonzero(never)}
+    return [i for i, it in enumerate(items) if (it[0] or it[1]) and i not in dropped]
 
 
 def _apply(jobs: dict[str, Assignment], nid: str, alone: list[str], offered: list[Job], items: Items, choice: list[int | None]) -> None:
