@@ -4,6 +4,12 @@ and cpsat@warm (each round from the last: optsched.incremental) on the same work
     python benchmarks/bench_incremental.py --workloads synergy,gang --jobs 300 --time-limit 0.2
     python benchmarks/bench_incremental.py --workloads philly --time-limit 0.2
 
+With ``--deterministic-time D`` the cpsat allocators' rounds are bounded by ``D`` CP-SAT
+deterministic seconds (``--time-limit`` stays a wall-clock cap, and the round chain's wall-clock
+rule for skipping a search is off), so the schedules, gaps and JCTs of a run are the same on
+any machine; only the times differ. Without it a chain's path depends on the machine's speed,
+and a month-long replay's JCT and mean gap move by several percent from run to run.
+
 ``philly`` is the bundled two days of the Philly trace (``optsched simulate sample``) on 64 x 8
 GPUs with 48 cores and 512 GB per server, at the trace's own arrival rate (--jobs does not apply).
 ``trace`` replays a trace file of your own on the same cluster, for example a month of the full
@@ -55,12 +61,17 @@ def setup_for(workload: str, jobs: int, seed: int, trace: str | None = None, sta
     return setup_window(workload, LOADS[LOAD[workload]], seed)
 
 
-def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int) -> dict[str, Any]:
-    """One simulation; the figures of the module text."""
+def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int,
+                  deterministic_time: float | None = None) -> dict[str, Any]:
+    """One simulation; the figures of the module text. ``deterministic_time`` (CP-SAT
+    deterministic seconds per round, ``time_limit`` then a wall-clock cap) applies to the cpsat
+    allocators and makes their runs reproducible."""
     from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
 
-    opts = {"num_workers": 1} if allocator.startswith("cpsat") else {}
+    opts: dict[str, Any] = {"num_workers": 1} if allocator.startswith("cpsat") else {}
+    if deterministic_time is not None and allocator.startswith("cpsat"):
+        opts["deterministic_time"] = deterministic_time
     t0 = time.perf_counter()
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed,
               config=SimConfig(name=allocator, progress=False), **opts)
@@ -87,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--time-limit", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--deterministic-time", type=float, default=None, metavar="D",
+                    help="cpsat allocators: D CP-SAT deterministic seconds per round (--time-limit stays a wall-clock cap), "
+                         "so that a run gives the same schedules on any machine; default: wall-clock time only")
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--trace", help="workload 'trace': the trace file to replay")
     ap.add_argument("--start", default="0d", help="workload 'trace': where the window starts (default 0d)")
@@ -100,11 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         base = None
         jobs = None if wl in ("philly", "trace") else args.jobs  # the trace's own jobs
         what = {"philly": "the bundled sample", "trace": f"{args.trace} from {args.start}, {args.length}"}.get(wl, f"{jobs} jobs")
-        print(f"\n{wl}: {what}, {setup.settings.get('cluster_summary', '')}, {args.policy}, {args.time_limit} s per round")
+        budget = f"{args.time_limit} s per round" + ("" if args.deterministic_time is None else f", {args.deterministic_time} deterministic s")
+        print(f"\n{wl}: {what}, {setup.settings.get('cluster_summary', '')}, {args.policy}, {budget}")
         print(f"{'allocator':<16} {'wall s':>8} {'x greedy':>8} {'rounds':>6} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} "
               f"{'gap %':>6} {'gap p95':>7} {'JCT h':>7}")
         for alloc in args.allocators.split(","):
-            r = {"workload": wl, "jobs": jobs, "policy": args.policy, **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed)}
+            r = {"workload": wl, "jobs": jobs, "policy": args.policy, "deterministic_time": args.deterministic_time,
+                 **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed, args.deterministic_time)}
             base = r["wall_s"] if alloc == "fungible-greedy" else base
             r["x_greedy"] = r["wall_s"] / base if base else math.nan
             rows.append(r)
