@@ -4,7 +4,7 @@ and cpsat@warm (each round from the last: optsched.incremental) on the same work
     python benchmarks/bench_incremental.py --workloads synergy,gang --jobs 300 --time-limit 0.2
     python benchmarks/bench_incremental.py --workloads philly --time-limit 0.2
 
-With ``--deterministic-time D`` the cpsat allocators' rounds are bounded by ``D`` CP-SAT
+With ``--deterministic-time D`` the cpsat (and lns) allocators' rounds are bounded by ``D`` CP-SAT
 deterministic seconds (``--time-limit`` stays a wall-clock cap, and the round chain's wall-clock
 rule for skipping a search is off), so the schedules, gaps and JCTs of a run are the same on
 any machine; only the times differ. Without it a chain's path depends on the machine's speed,
@@ -64,17 +64,15 @@ def setup_for(workload: str, jobs: int, seed: int, trace: str | None = None, sta
 def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int,
                   deterministic_time: float | None = None) -> dict[str, Any]:
     """One simulation; the figures of the module text. ``deterministic_time`` (CP-SAT
-    deterministic seconds per round, ``time_limit`` then a wall-clock cap) applies to the cpsat
-    allocators and makes their runs reproducible."""
+    deterministic seconds per round, ``time_limit`` then a wall-clock cap) goes to the allocators
+    that take one and makes their runs reproducible (:func:`optsched.sim.experiment.run`)."""
     from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
 
-    opts: dict[str, Any] = {"num_workers": 1} if allocator.startswith("cpsat") else {}
-    if deterministic_time is not None and allocator.startswith("cpsat"):
-        opts["deterministic_time"] = deterministic_time
+    opts = {"num_workers": 1} if allocator.startswith("cpsat") else {}
     t0 = time.perf_counter()
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed,
-              config=SimConfig(name=allocator, progress=False), **opts)
+              config=SimConfig(name=allocator, progress=False), deterministic_time=deterministic_time, **opts)
     wall = time.perf_counter() - t0
     solved = res.rounds["solved"] > 0
     solve_s = res.rounds["solve_s"][solved]
@@ -99,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--deterministic-time", type=float, default=None, metavar="D",
-                    help="cpsat allocators: D CP-SAT deterministic seconds per round (--time-limit stays a wall-clock cap), "
+                    help="cpsat and lns allocators: D CP-SAT deterministic seconds per round (--time-limit stays a wall-clock cap), "
                          "so that a run gives the same schedules on any machine; default: wall-clock time only")
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--trace", help="workload 'trace': the trace file to replay")

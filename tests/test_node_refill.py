@@ -184,10 +184,10 @@ def test_the_items_left_out_as_dominated_never_change_a_nodes_optimum(seed):
     keep = node_refill_module._needed(items, room)
     kept = [items[i] for i in keep]
     assert [i for i, it in enumerate(items) if it[0]] == [i for i in keep if items[i][0]]  # every mandatory one
+    full_t, units = node_refill_module._tables(room, items)
+    kept_t, kunits = node_refill_module._tables(room, kept)
     for shrink in (0, 1, 3):
         smaller = (max(0, room[0] - shrink), max(0, room[1] - 2 * shrink), max(0, room[2] - 20 * shrink))
-        full_t, units = node_refill_module._tables(room, items)
-        kept_t, kunits = node_refill_module._tables(room, kept)
         a = full_t[-1][smaller[0], smaller[1] // units[0], smaller[2] // units[1]]
         b = kept_t[-1][smaller[0], smaller[1] // kunits[0], smaller[2] // kunits[1]]
         assert a == pytest.approx(b) or (not np.isfinite(a) and not np.isfinite(b))
