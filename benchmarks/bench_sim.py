@@ -76,22 +76,24 @@ def _setup(workload: str, load: str, seed: int) -> Any:
 
 
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
-            deterministic_time: float | None = None, backfill: str = "any") -> dict[str, Any]:
+            deterministic_time: float | None = None, backfill: str = "any", start_spread_horizon_s: float | None = 7200.0
+            ) -> dict[str, Any]:
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``
-    (``backfill``: :attr:`optsched.sim.config.SimConfig.backfill`)."""
+    (``backfill`` and ``start_spread_horizon_s``: the :class:`optsched.sim.config.SimConfig` fields)."""
     from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
 
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"
-    cfg = SimConfig(name=name, progress=False, backfill=backfill)
+    cfg = SimConfig(name=name, progress=False, backfill=backfill, start_spread_horizon_s=start_spread_horizon_s)
     opts: dict[str, Any] = {"num_workers": 1} if allocator.partition("@")[0] in ("cpsat", "lns") else {}
     if deterministic_time is not None and allocator.partition("@")[0] == "cpsat":
         opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
     res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed,
-                              "time_limit": time_limit, "deterministic_time": opts.get("deterministic_time"), "backfill": backfill}
+                              "time_limit": time_limit, "deterministic_time": opts.get("deterministic_time"), "backfill": backfill,
+                              "start_spread_horizon_s": start_spread_horizon_s}
     path = Path(out) / f"{name}.json"
     write_jobs_csv(res, Path(out) / "jobs" / f"{name}.jobs.csv")  # first: the JSON marks the run done
     write_metrics_json(res, path)
@@ -141,6 +143,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from optsched.parallel import get_backend
+    from optsched.sim.workload import parse_duration
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -153,7 +156,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     print(f"{len(grid)} runs, {len(grid) - len(todo)} done already", file=sys.stderr)
     failures = 0
     backend = get_backend(args.backend, workers=args.workers, address=args.address)
-    tasks = [(*g, args.time_limit, str(out), args.deterministic_time, args.backfill) for g in todo]
+    horizon = None if args.start_spread_horizon.strip().lower() == "none" else parse_duration(args.start_spread_horizon, "--start-spread-horizon")
+    tasks = [(*g, args.time_limit, str(out), args.deterministic_time, args.backfill, horizon) for g in todo]
     for g, r in tqdm(backend.imap_unordered(_run_safe, tasks), total=len(tasks), desc="simulations"):
         if "error" in r:  # report and go on: one broken run must not lose the others
             failures += 1
@@ -307,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
                          "results that do not depend on the machine's load")
     ex.add_argument("--backfill", default="any", choices=("any", "easy"),
                     help="non-preemptive queues: any (default) or easy (EASY backfilling: SimConfig.backfill)")
+    ex.add_argument("--start-spread-horizon", default="2h",
+                    help="non-preemptive rounds: how long a start's spread is charged for (SimConfig.start_spread_horizon_s; "
+                         "default 2h, 'none': one round)")
     ex.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
     ex.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     rp = sub.add_parser("report", help="markdown tables from a results directory")

@@ -13,6 +13,7 @@ from strategies import tiny_instances
 
 from optsched import check_schedule, solve_round
 from optsched.errors import InputError
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.model import Elastic, Instance, Job, Node, Profile, Round
 from optsched.schedule import Assignment, Schedule
 from optsched.sim import cluster, policies, policy_base
@@ -257,3 +258,18 @@ def test_easy_backfilling_never_lets_a_younger_job_delay_the_heads_start(solver)
 def test_the_backfill_setting_is_checked():
     with pytest.raises(InputError, match="backfill"):
         SimConfig(backfill="conservative")
+
+
+def test_the_greedy_keeps_a_pinned_job_on_its_nodes_when_its_lean_point_needs_more_cores_there():
+    """p's leanest point (4 cores per GPU) does not fit its 16-core node; the greedy used to
+    place it there on the other node, and the repair that put p back left q out of the round."""
+    prof = Profile((1, 2, 4), (32,), ((0.5,), (0.6,), (1.0,)))
+    nodes = [Node("n0", "V100", 8, 16, 512), Node("n1", "V100", 8, 64, 512)]
+    p = Job("p", 8, prof, (2, 32), weight=1.0, placement={"n0": 8}, preemptible=False)
+    q = Job("q", 8, prof, (2, 32), weight=0.5)
+    inst = _round([p, q], nodes=nodes)
+    s = fungible_greedy_schedule(inst)  # the fungible pass alone (fungible-greedy also tries fixed demands)
+    assert s.jobs["p"].nodes == {"n0": 8} and s.jobs["p"].cpus_per_gpu == 2
+    assert s.jobs["q"].nodes == {"n1": 8}
+    assert check_schedule(inst, s).feasible
+    assert solve_round(inst, solver="fungible-greedy", time_limit=1.0).schedule.jobs.keys() == {"p", "q"}

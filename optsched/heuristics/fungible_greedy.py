@@ -127,6 +127,11 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         if knapsack:
             lean[job.id] = (c, m)
             return None
+        if job.pinned and job.placement and not cl.fits_at(job.placement, c, m):
+            # a pinned job never moves: its leanest point that its own nodes still hold
+            held = [p for p in pts if cl.fits_at(job.placement, p[0], p[1])]
+            if held:
+                c, m = _lean_point(job, held, cpg, mpg)
         nodes = place(instance, cl, job, c, m, admission_sizes(job))
         if nodes is None:
             return None

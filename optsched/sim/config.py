@@ -70,6 +70,13 @@ class SimConfig:
     #: by then or fit beside it may start; optsched.sim.queue.reservation) or ``"any"`` (every waiting job
     #: that fits may start, however long it holds GPUs the head waits for)
     backfill: str = "any"
+    #: in rounds that pin the running jobs, how long a waiting job's start is charged its spread
+    #: for: a pinned job keeps its nodes until it ends, so a gang started on more nodes than it
+    #: needs is slower for its whole run, not for one round. Its round worth pays
+    #: ``spread_factor ** max(1, start_spread_horizon_s / round_s)`` per extra node (no smaller
+    #: than 1e-6) instead of ``spread_factor``; the simulated speed is unchanged. ``None``: one
+    #: round (the job's own factor). Rounds that do not pin are not affected.
+    start_spread_horizon_s: float | None = 7200.0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -80,6 +87,8 @@ class SimConfig:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+        if self.start_spread_horizon_s is not None and not (math.isfinite(self.start_spread_horizon_s) and self.start_spread_horizon_s > 0):
+            raise InputError("start_spread_horizon_s", self.start_spread_horizon_s, "must be > 0 seconds (or None for one round)")
         if self.preemption not in PREEMPTION:
             raise InputError("preemption", self.preemption, f"must be one of {list(PREEMPTION)}")
         if self.backfill not in BACKFILL:

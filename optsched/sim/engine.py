@@ -35,7 +35,9 @@ Semantics worth knowing:
 * ``SimConfig.preemption`` (``"auto"``: the policy's own; FIFO does not preempt): without
   preemption every running job is pinned (job ``preemptible=False``) and the head of the queue,
   when it fits in the GPUs left, weighs more than all other waiting jobs together
-  (:func:`optsched.sim.config.pins_running_jobs`, docs/simulator.md "Preemption").
+  (:func:`optsched.sim.config.pins_running_jobs`, docs/simulator.md "Preemption"). A waiting
+  job's start there keeps its nodes until it ends, so its round worth pays its spread as over
+  ``SimConfig.start_spread_horizon_s`` (:func:`optsched.sim.rounds.start_job`).
 * ``SimConfig.fairness = "drf"`` makes every round a DRF round (``round.fairness``): each job
   carries its trace ``tenant`` (jobs without one form one tenant; with ``tenant_quotas`` too, only
   the tenants the quotas name), and the allocator maximises the smallest dominant share first;
@@ -122,6 +124,7 @@ class _Run:
     rnd: Round
     cluster: Instance  #: the nodes' types and spread bases (optsched.sim.rounds.assignment_rate)
     pin: bool  #: rounds pin the running jobs (optsched.sim.config.pins_running_jobs)
+    start_spread: float  #: exponent of a waiting job's spread factor in pinned rounds (SimConfig.start_spread_horizon_s)
     type_of: dict[str, int]  #: node id -> index of its GPU type
     type_gpus: np.ndarray  #: GPUs per type
     allowed: np.ndarray  #: job x type: the cluster's GPU types each job may use (for the queue window's backfill)
@@ -151,6 +154,7 @@ class _Run:
     alloc: np.ndarray = field(init=False)  #: GPUs, cores, GB held now
     assign: list[Assignment | None] = field(init=False)
     base: list[Job | None] = field(init=False)  #: each job's contract Job, built once (optsched.sim.rounds.build_instance)
+    start_base: list[Job | None] = field(init=False)  #: ... and, in pinned rounds, the one it carries while it waits
     speeds: dict[Any, Mapping[str, float]] = field(default_factory=dict)  #: interned gpu_speed mappings
     rec: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in _ROUND_COLUMNS})
 
@@ -169,6 +173,7 @@ class _Run:
         self.alloc = np.zeros((n, 3))
         self.assign = [None] * n
         self.base = [None] * n
+        self.start_base = [None] * n
 
     @property
     def n(self) -> int:
@@ -201,9 +206,10 @@ def _prepare(workload: Workload | Sequence[SimJob], nodes: Sequence[Node], polic
     deadline = mark_deadlines(jobs, cfg.slo_share, cfg.slo_slack, cfg.slo_seed)
     undecided = np.isfinite(deadline)
     best, slow = job_rates(jobs, nodes, cfg.fair) if undecided.any() else (np.zeros(n), np.zeros(n))
+    pin = pins_running_jobs(cfg, policy, any(j.deadline_s is not None for j in jobs))
     return _Run(
         cfg=cfg, policy=policy, jobs=jobs, nodes=nodes, rnd=rnd, cluster=Instance("cluster", nodes, (), rnd),
-        pin=pins_running_jobs(cfg, policy, any(j.deadline_s is not None for j in jobs)),
+        pin=pin, start_spread=max(1.0, cfg.start_spread_horizon_s / cfg.round_s) if pin and cfg.start_spread_horizon_s is not None else 1.0,
         type_of=type_of, type_gpus=type_gpus, allowed=allowed, caps=caps,
         submit=np.array([j.submit_s for j in jobs], dtype=np.float64), gpus=np.array([j.gpus for j in jobs], dtype=np.int64),
         demand_thr=demand_thr, restart=np.array([j.restart_s for j in jobs], dtype=np.float64),
@@ -259,13 +265,15 @@ def simulate_steps(
                 schedule, solve = yield from _solve(run, t, sel, w_sel, slo_live)
                 solver_calls += 1
                 checked += cfg.check
-                last_sig = sig
+                # a gang started on more nodes than it needs is worth more once it runs than the
+                # round that started it counted (SimConfig.start_spread_horizon_s): solve the next one
+                last_sig = None if _started_spread(run, sel, t) else sig
             run_idx = np.flatnonzero(run.rate > 0)
             span, t_fin = R, None
             if run_idx.size:
                 empty_sig = None
                 t_fin = t + run.delay_left[run_idx] + run.remaining[run_idx] / run.rate[run_idx]
-                if cfg.reuse_unchanged and not slo_live:
+                if cfg.reuse_unchanged and not slo_live and last_sig is not None:
                     span = R * _rounds_unchanged(run, t, t_fin, submit[arrived] if arrived < n else None, active)
             _record(run, t, span, active, run_idx, sel, solve)
             if t_fin is not None:
@@ -289,6 +297,19 @@ def simulate_steps(
     counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stalled": stalled,
               "wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
     return _result(run, workload, allocator_name, counts)
+
+
+def _started_spread(run: _Run, sel: np.ndarray, t: float) -> bool:
+    """Whether the round at ``t`` started a job on more nodes than it needs while the rounds
+    charge waiting jobs a start spread (``run.start_spread``): running, it carries its own
+    factor, so the next round's worth differs from this one's."""
+    if run.start_spread <= 1.0:
+        return False
+    for j in sel[run.start[sel] == t]:
+        a = run.assign[j]
+        if a is not None and len(a.nodes) > run.cluster.spread_base(run.cluster.node(next(iter(a.nodes))).gpu_type, a.gpus):
+            return True
+    return False
 
 
 def _progress_bar(cfg: SimConfig, total: float) -> Any:
@@ -374,7 +395,7 @@ def _solve(run: _Run, t: float, sel: np.ndarray, w_sel: np.ndarray, slo_live: di
     and apply it to the run; returns the schedule and the round's solve record (solved,
     solve_s, solve_cpu_s, objective, gap)."""
     inst = build_instance(f"{run.cfg.name}-t{int(t)}", run.nodes, run.rnd, run.jobs, sel, w_sel, run.assign, run.base, run.speeds,
-                          slo_live, run.pin)
+                          slo_live, run.pin, run.start_spread, run.start_base)
     t0, c0 = time.perf_counter(), time.process_time()
     out = yield inst
     solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -15,7 +15,7 @@ from optsched.schedule import Assignment, Schedule
 from optsched.sim.solving import SimulationError
 from optsched.sim.workload import SimJob
 
-__all__ = ["apply_schedule", "assignment_rate", "build_instance"]
+__all__ = ["MIN_START_SPREAD", "apply_schedule", "assignment_rate", "build_instance", "start_job"]
 
 
 def assignment_rate(job: SimJob, a: Assignment, cluster: Instance) -> float:
@@ -37,12 +37,14 @@ def build_instance(
     name: str, nodes: tuple[Node, ...], rnd: Round, jobs: tuple[SimJob, ...], sel: np.ndarray, w: np.ndarray,
     assign: list[Assignment | None], base: list[Job | None], speeds: dict[Any, Mapping[str, float]],
     slo_live: Mapping[int, tuple[float, float]] | None = None, pin: bool = False,
+    start_spread: float = 1.0, start_base: list[Job | None] | None = None,
 ) -> Instance:
     """The round's contract instance: the offered jobs ``sel`` (indices into ``jobs``) with their
     weights ``w``, current placements (``assign``) and, for admitted deadline jobs, ``slo_live``
-    (index -> deadline and run time left); ``pin`` pins the running ones. ``base`` caches each
-    job's validated contract :class:`~optsched.model.Job` across rounds, ``speeds`` the interned
-    ``gpu_speed`` mappings."""
+    (index -> deadline and run time left); ``pin`` pins the running ones, and then a waiting job
+    carries its spread factor to the power ``start_spread`` (:func:`start_job`). ``base`` caches
+    each job's validated contract :class:`~optsched.model.Job` across rounds (``start_base`` the
+    waiting one), ``speeds`` the interned ``gpu_speed`` mappings."""
     out = []
     for k, j in enumerate(sel):
         b = base[j]
@@ -52,6 +54,11 @@ def build_instance(
             b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant, elastic=s.elastic,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
+        if pin and a is None and start_spread > 1.0 and b.spread_factor < 1.0 and b.elastic is None:
+            if start_base is None:
+                b = start_job(b, start_spread)
+            else:
+                b = start_base[j] = start_base[j] or start_job(b, start_spread)
         out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j)),
                                pinned=pin and a is not None and b.elastic is None))
     try:
@@ -63,6 +70,22 @@ def build_instance(
             raise
         return Instance(name=name, nodes=nodes, jobs=tuple(_with_state(j, j.weight, j.placement, None, pinned=False) for j in out),
                         round=rnd)
+
+
+#: the smallest spread factor :func:`start_job` gives (the contract's factors stay well inside
+#: what the solvers keep apart)
+MIN_START_SPREAD = 1e-6
+
+
+def start_job(job: Job, exponent: float) -> Job:
+    """``job`` as a waiting job of a round that pins running jobs carries it: a start there keeps
+    its nodes until the job ends, so its spread beyond the fewest nodes is charged as over
+    ``exponent`` rounds, ``spread_factor ** exponent`` per extra node (at least
+    :data:`MIN_START_SPREAD`). The values are valid already, so the copy is not re-validated."""
+    out = object.__new__(Job)
+    out.__dict__.update(job.__dict__)
+    out.__dict__["spread_factor"] = max(MIN_START_SPREAD, job.spread_factor ** exponent)
+    return out
 
 
 def _round_tenant(rnd: Round, tenant: str) -> str | None:
