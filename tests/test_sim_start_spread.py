@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from optsched import check_schedule, solve_round
@@ -99,3 +100,44 @@ def test_the_horizon_scales_with_the_round_length():
 def test_the_horizon_is_checked(bad):
     with pytest.raises(InputError, match="start_spread_horizon_s"):
         SimConfig(start_spread_horizon_s=bad)
+
+
+def test_a_lifted_head_over_a_slow_young_job_stays_within_the_value_span():
+    """FIFO's head lift (hundreds) over a young job (weight 0.01) at its slowest type and grid
+    point would span more than the solvers accept: the engine lifts the lightest weights instead."""
+    from optsched.limits import check_value_span
+    from optsched.sim.rounds import VALUE_SPAN, within_value_span
+
+    prof = Profile((1, 4), (16, 64), ((0.01, 0.05), (0.1, 1.0)))  # the slowest point at 1 % of the best
+    nodes = (Node("v", "V100", 8, 64, 512), Node("k", "K80", 8, 64, 512))
+    speeds = {"V100": 1.0, "K80": 0.15}
+    w = np.array([300.0, 0.5, 0.01])
+    jobs = tuple(Job(f"j{i}", 1, prof, (4, 64), weight=float(x), gpu_speed=speeds) for i, x in enumerate(w))
+    inst = Instance("span", nodes, jobs, Round())
+    with pytest.raises(InputError, match="span"):
+        check_value_span(inst)
+    cluster = Instance("c", nodes, (), Round())
+    per = np.full((3, 2), np.nan)
+    fitted = within_value_span(cluster, inst, np.arange(3), w, per)
+    assert fitted is not None and fitted[0] == 300.0 and fitted[1] == 0.5 and fitted[2] > 0.01
+    check_value_span(replace(inst, jobs=tuple(replace(j, weight=float(x)) for j, x in zip(jobs, fitted, strict=True))))
+    assert 300.0 * 1.0 / (fitted[2] * 0.15 * 0.01) == pytest.approx(VALUE_SPAN)
+    # a round within the span is left alone
+    assert within_value_span(cluster, inst, np.arange(2), w[:2], per) is None
+
+
+def test_a_fifo_replay_whose_head_lift_would_span_too_far_runs_through():
+    """Twelve jobs at once on a V100 and a K80 node under FIFO: the 8-GPU head is lifted over
+    the eleven others, the youngest weighs 1/100 and its slowest point is 0.5 % of its best on a
+    K80 at 0.15: the raw round spans more than the solvers accept."""
+    from optsched.sim.engine import simulate
+    from optsched.sim.solving import SolveRoundAllocator
+    from optsched.sim.workload import SimJob
+
+    prof = Profile((1, 4), (16, 64), ((0.005, 0.05), (0.1, 1.0)))
+    speeds = {"V100": 1.0, "K80": 0.15}
+    nodes = (Node("v", "V100", 8, 64, 512), Node("k", "K80", 8, 64, 512))
+    jobs = [SimJob(f"j{i}", 0.0, g, 3600.0, "m", prof, (4, 64), speeds, 0.9, 0.0) for i, g in enumerate((8, *([1] * 11)))]
+    res = simulate(jobs, nodes, policies.FIFO(), SolveRoundAllocator("cpsat", time_limit=1.0),
+                   SimConfig(progress=False, check=True))
+    assert (res.jobs["finish_s"] > 0).all()

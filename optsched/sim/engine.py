@@ -75,7 +75,7 @@ from optsched.sim.deadlines import admission_step, due_weights, job_rates, mark_
 from optsched.sim.policy_base import QueuePolicy, QueueState
 from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras, reservation
 from optsched.sim.result import SimResult
-from optsched.sim.rounds import apply_schedule, build_instance
+from optsched.sim.rounds import apply_schedule, build_instance, within_value_span
 from optsched.sim.solving import Allocator, SimulationError
 from optsched.sim.workload import SimJob, Workload
 
@@ -155,6 +155,7 @@ class _Run:
     assign: list[Assignment | None] = field(init=False)
     base: list[Job | None] = field(init=False)  #: each job's contract Job, built once (optsched.sim.rounds.build_instance)
     start_base: list[Job | None] = field(init=False)  #: ... and, in pinned rounds, the one it carries while it waits
+    value_per_weight: np.ndarray = field(init=False)  #: each job's smallest and largest round value per unit weight (nan: not yet)
     speeds: dict[Any, Mapping[str, float]] = field(default_factory=dict)  #: interned gpu_speed mappings
     rec: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in _ROUND_COLUMNS})
 
@@ -174,6 +175,7 @@ class _Run:
         self.assign = [None] * n
         self.base = [None] * n
         self.start_base = [None] * n
+        self.value_per_weight = np.full((n, 2), np.nan)
 
     @property
     def n(self) -> int:
@@ -396,6 +398,10 @@ def _solve(run: _Run, t: float, sel: np.ndarray, w_sel: np.ndarray, slo_live: di
     solve_s, solve_cpu_s, objective, gap)."""
     inst = build_instance(f"{run.cfg.name}-t{int(t)}", run.nodes, run.rnd, run.jobs, sel, w_sel, run.assign, run.base, run.speeds,
                           slo_live, run.pin, run.start_spread, run.start_base)
+    fitted = within_value_span(run.cluster, inst, sel, w_sel, run.value_per_weight)
+    if fitted is not None:  # lifted heads and the slowest points spread the values too far: lift the lightest jobs
+        inst = build_instance(inst.name, run.nodes, run.rnd, run.jobs, sel, fitted, run.assign, run.base, run.speeds,
+                              slo_live, run.pin, run.start_spread, run.start_base)
     t0, c0 = time.perf_counter(), time.process_time()
     out = yield inst
     solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.limits import MAX_VALUE_SPAN, job_value_range, present_types
 from optsched.model import Instance, Job, Node, Round
 from optsched.schedule import Assignment, Schedule
 from optsched.sim.solving import SimulationError
 from optsched.sim.workload import SimJob
 
-__all__ = ["MIN_START_SPREAD", "apply_schedule", "assignment_rate", "build_instance", "start_job"]
+__all__ = ["MIN_START_SPREAD", "VALUE_SPAN", "apply_schedule", "assignment_rate", "build_instance", "start_job", "within_value_span"]
 
 
 def assignment_rate(job: SimJob, a: Assignment, cluster: Instance) -> float:
@@ -85,6 +86,41 @@ def start_job(job: Job, exponent: float) -> Job:
     out = object.__new__(Job)
     out.__dict__.update(job.__dict__)
     out.__dict__["spread_factor"] = max(MIN_START_SPREAD, job.spread_factor ** exponent)
+    return out
+
+
+#: the widest span of job values (largest over smallest) the simulator lets a round have: just
+#: inside what every method accepts (:data:`optsched.limits.MAX_VALUE_SPAN`)
+VALUE_SPAN = 0.99 * MAX_VALUE_SPAN
+
+
+def within_value_span(cluster: Instance, inst: Instance, sel: np.ndarray, w: np.ndarray, per_weight: np.ndarray) -> np.ndarray | None:
+    """``None`` when the values of the round ``inst`` (jobs ``sel`` with weights ``w``) span at
+    most :data:`VALUE_SPAN`; otherwise the weights with every job whose smallest value falls below
+    ``largest / VALUE_SPAN`` raised just to that. A lifted head of the queue (4 x the weights of
+    as many other jobs as its GPUs) over a young job at its slowest GPU type and grid point can
+    span more than the solvers keep apart; raising the lightest jobs keeps the head's lift and
+    the order of the others but ties the lightest. ``per_weight`` (jobs x 2, ``nan`` until known)
+    caches each job's smallest and largest value per unit weight (:func:`optsched.limits.job_value_range`
+    over ``cluster``'s GPU types)."""
+    missing = np.isnan(per_weight[sel, 0])
+    if missing.any():
+        present = present_types(cluster)
+        for k in np.flatnonzero(missing):
+            job = inst.jobs[int(k)]
+            r = job_value_range(cluster, job, present=present)
+            per_weight[sel[k]] = (0.0, 0.0) if r is None else (r[0] / job.weight, r[1] / job.weight)
+    lo_w, hi_w = per_weight[sel, 0], per_weight[sel, 1]
+    has = lo_w > 0
+    if not has.any():
+        return None
+    hi = float((w[has] * hi_w[has]).max())
+    floor = hi / VALUE_SPAN
+    low = has & (w * lo_w < floor)
+    if not low.any():
+        return None
+    out = w.copy()
+    out[low] = floor / lo_w[low]
     return out
 
 
