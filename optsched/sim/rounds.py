@@ -99,8 +99,8 @@ def within_value_span(cluster: Instance, inst: Instance, sel: np.ndarray, w: np.
     most :data:`VALUE_SPAN`; otherwise the weights with every job whose smallest value falls below
     ``largest / VALUE_SPAN`` raised just to that. A lifted head of the queue (4 x the weights of
     as many other jobs as its GPUs) over a young job at its slowest GPU type and grid point can
-    span more than the solvers keep apart; raising the lightest jobs keeps the head's lift and
-    the order of the others but ties the lightest. ``per_weight`` (jobs x 2, ``nan`` until known)
+    span more than the solvers keep apart; raising only the jobs whose smallest value is too small
+    keeps the head's lift and every other weight. ``per_weight`` (jobs x 2, ``nan`` until known)
     caches each job's smallest and largest value per unit weight (:func:`optsched.limits.job_value_range`
     over ``cluster``'s GPU types)."""
     missing = np.isnan(per_weight[sel, 0])
