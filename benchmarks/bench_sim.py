@@ -143,7 +143,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from optsched.parallel import get_backend
-    from optsched.sim.workload import parse_duration
+    from optsched.sim.config import parse_start_spread_horizon
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,7 +156,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     print(f"{len(grid)} runs, {len(grid) - len(todo)} done already", file=sys.stderr)
     failures = 0
     backend = get_backend(args.backend, workers=args.workers, address=args.address)
-    horizon = None if args.start_spread_horizon.strip().lower() == "none" else parse_duration(args.start_spread_horizon, "--start-spread-horizon")
+    horizon = parse_start_spread_horizon(args.start_spread_horizon)
     tasks = [(*g, args.time_limit, str(out), args.deterministic_time, args.backfill, horizon) for g in todo]
     for g, r in tqdm(backend.imap_unordered(_run_safe, tasks), total=len(tasks), desc="simulations"):
         if "error" in r:  # report and go on: one broken run must not lose the others

@@ -141,3 +141,12 @@ def test_a_fifo_replay_whose_head_lift_would_span_too_far_runs_through():
     res = simulate(jobs, nodes, policies.FIFO(), SolveRoundAllocator("cpsat", time_limit=1.0),
                    SimConfig(progress=False, check=True))
     assert (res.jobs["finish_s"] > 0).all()
+
+
+def test_the_command_line_reads_a_horizon_or_none():
+    from optsched.sim.config import parse_start_spread_horizon
+
+    assert parse_start_spread_horizon("2h") == 7200.0 and parse_start_spread_horizon(" None ") is None
+    for bad in ("0", "abc", "-1h"):
+        with pytest.raises(InputError, match="--start-spread-horizon"):
+            parse_start_spread_horizon(bad)

@@ -15,7 +15,7 @@ from typing import Any
 
 from optsched.errors import InputError
 from optsched.registry import get_method
-from optsched.sim.config import SimConfig
+from optsched.sim.config import SimConfig, parse_start_spread_horizon
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
         elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
         preemption=args.preemption, backfill=args.backfill,
-        start_spread_horizon_s=_start_spread_horizon(args.start_spread_horizon),
+        start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon),
     )
     if args.shadow is not None:
         get_method(args.shadow)
@@ -181,16 +181,6 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {plot_runs(runs, out / 'runs.png')}", file=sys.stderr)
     return 0
-
-
-def _start_spread_horizon(text: str) -> float | None:
-    """``--start-spread-horizon`` in seconds; ``None`` for ``none`` (one round)."""
-    if text.strip().lower() == "none":
-        return None
-    s = parse_duration(text, "--start-spread-horizon")
-    if s is None or not s > 0:
-        raise InputError("--start-spread-horizon", text, "must be a duration > 0, or none for one round")
-    return s
 
 
 def _schema(args: argparse.Namespace) -> CsvSchema | None:

@@ -12,8 +12,9 @@ from optsched.errors import InputError
 from optsched.model import Round
 from optsched.sim.deadlines import mark_deadlines
 from optsched.sim.policy_base import QueuePolicy
+from optsched.sim.workload import parse_duration
 
-__all__ = ["BACKFILL", "PREEMPTION", "SimConfig", "pins_running_jobs"]
+__all__ = ["BACKFILL", "PREEMPTION", "SimConfig", "parse_start_spread_horizon", "pins_running_jobs"]
 
 #: the values of ``SimConfig.preemption``
 PREEMPTION = ("auto", "none", "allowed")
@@ -115,3 +116,14 @@ def pins_running_jobs(config: SimConfig, policy: QueuePolicy, deadlines: bool = 
         needs = config.tenant_quotas is not None or deadlines or config.slo_share > 0 or config.fairness is not None
         return not getattr(policy, "preemptive", True) and not needs
     return config.preemption == "none"
+
+
+def parse_start_spread_horizon(text: str, field_name: str = "--start-spread-horizon") -> float | None:
+    """A ``start_spread_horizon_s`` from the command line: a duration (``"2h"``, ``"7200"``) in
+    seconds, or ``None`` for ``"none"`` (one round)."""
+    if text.strip().lower() == "none":
+        return None
+    s = parse_duration(text, field_name)
+    if s is None or not s > 0:
+        raise InputError(field_name, text, "must be a duration > 0, or none for one round")
+    return s
