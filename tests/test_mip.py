@@ -401,6 +401,24 @@ def test_scip_uses_hint_and_cbc_says_it_ignores_it() -> None:
     assert "ignored" in cbc.stats["hint"] and "ignored" in cbc.stats["seed"]
 
 
+@pytest.mark.parametrize(("threads", "passed"), [(1, None), (2, 2)])
+def test_pulp_runs_cbc_serially_with_one_thread(monkeypatch, threads: int, passed: int | None) -> None:
+    """One thread is CBC's serial search: PuLP gets no ``threads`` (CBC's "-threads 1" starts a worker
+    thread, which CBC 2.10.3 at times never runs, waiting out the time limit on a solved round)."""
+    import pulp
+
+    seen: dict[str, object] = {}
+    real = pulp.PULP_CBC_CMD
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(pulp, "PULP_CBC_CMD", spy)
+    res = PulpSolver().solve(hand_instance(), time_limit=10.0, seed=0, num_threads=threads)
+    assert res.status is Status.OPTIMAL and seen["threads"] == passed and res.stats["threads"] == threads
+
+
 def test_unknown_option_is_refused() -> None:
     from optsched.errors import InputError
 
