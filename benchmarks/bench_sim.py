@@ -76,24 +76,26 @@ def _setup(workload: str, load: str, seed: int) -> Any:
 
 
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
-            deterministic_time: float | None = None, backfill: str = "any", start_spread_horizon_s: float | None = 7200.0
-            ) -> dict[str, Any]:
+            deterministic_time: float | None = None, backfill: str = "any", start_spread_horizon_s: float | None = 7200.0,
+            start_min_throughput: float = 0.5) -> dict[str, Any]:
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``
-    (``backfill`` and ``start_spread_horizon_s``: the :class:`optsched.sim.config.SimConfig` fields)."""
+    (``backfill``, ``start_spread_horizon_s`` and ``start_min_throughput``: the
+    :class:`optsched.sim.config.SimConfig` fields)."""
     from optsched.sim.config import SimConfig
     from optsched.sim.experiment import run
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
 
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"
-    cfg = SimConfig(name=name, progress=False, backfill=backfill, start_spread_horizon_s=start_spread_horizon_s)
+    cfg = SimConfig(name=name, progress=False, backfill=backfill, start_spread_horizon_s=start_spread_horizon_s,
+                    start_min_throughput=start_min_throughput)
     opts: dict[str, Any] = {"num_workers": 1} if allocator.partition("@")[0] in ("cpsat", "lns") else {}
     if deterministic_time is not None and allocator.partition("@")[0] == "cpsat":
         opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg, **opts)
     res.info["experiment"] = {"workload": workload, "load": load, "policy": policy, "allocator": allocator, "seed": seed,
                               "time_limit": time_limit, "deterministic_time": opts.get("deterministic_time"), "backfill": backfill,
-                              "start_spread_horizon_s": start_spread_horizon_s}
+                              "start_spread_horizon_s": start_spread_horizon_s, "start_min_throughput": start_min_throughput}
     path = Path(out) / f"{name}.json"
     write_jobs_csv(res, Path(out) / "jobs" / f"{name}.jobs.csv")  # first: the JSON marks the run done
     write_metrics_json(res, path)
@@ -157,7 +159,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     failures = 0
     backend = get_backend(args.backend, workers=args.workers, address=args.address)
     horizon = parse_start_spread_horizon(args.start_spread_horizon)
-    tasks = [(*g, args.time_limit, str(out), args.deterministic_time, args.backfill, horizon) for g in todo]
+    tasks = [(*g, args.time_limit, str(out), args.deterministic_time, args.backfill, horizon, args.start_min_throughput) for g in todo]
     for g, r in tqdm(backend.imap_unordered(_run_safe, tasks), total=len(tasks), desc="simulations"):
         if "error" in r:  # report and go on: one broken run must not lose the others
             failures += 1
@@ -314,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--start-spread-horizon", default="2h",
                     help="non-preemptive rounds: how long a start's spread is charged for (SimConfig.start_spread_horizon_s; "
                          "default 2h, 'none': one round)")
+    ex.add_argument("--start-min-throughput", type=float, default=0.5,
+                    help="non-preemptive rounds: where a waiting job may start (SimConfig.start_min_throughput; default 0.5, 0: anywhere)")
     ex.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
     ex.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
     rp = sub.add_parser("report", help="markdown tables from a results directory")

@@ -82,6 +82,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="non-preemptive rounds: a job started there keeps its nodes until it ends, so the round charges a start "
                         "on more nodes than the job needs its spread factor as over this long (default 2h: 0.9 per extra node "
                         "becomes 0.9^24 = 0.08 at 5-minute rounds); 'none': one round. The simulated speed is unchanged")
+    p.add_argument("--start-min-throughput", type=float, default=0.5,
+                   help="non-preemptive rounds: a waiting job starts only on GPU types whose nodes can give it at least this "
+                        "share of its demand's throughput from their cores and memory per GPU, and, where its fewest nodes "
+                        "could starve it, only at grid points that reach it (default 0.5; 0: no limit)")
     p.add_argument("--shadow", default=None,
                    help="also solve every round with this solver on the same state and write <run>.rounds.csv comparing them "
                         "(worth, GPUs, jobs started and preempted, gangs, head of queue)")
@@ -157,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
         elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
         preemption=args.preemption, backfill=args.backfill,
-        start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon),
+        start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon), start_min_throughput=args.start_min_throughput,
     )
     if args.shadow is not None:
         get_method(args.shadow)

@@ -78,6 +78,14 @@ class SimConfig:
     #: than 1e-6) instead of ``spread_factor``; the simulated speed is unchanged. ``None``: one
     #: round (the job's own factor). Rounds that do not pin are not affected.
     start_spread_horizon_s: float | None = 7200.0
+    #: in rounds that pin the running jobs, the GPU types a waiting job may start on: those whose
+    #: nodes can give it at least this share of the throughput the best nodes of its allowed types
+    #: can, from cores and memory per GPU alone (optsched.sim.rounds.start_types). A pinned start
+    #: keeps its nodes, so a job started where the nodes starve it (an image model on nodes with
+    #: less memory per GPU than its data cache) runs slowly to its end. The GPU's own speed is not
+    #: counted: slow GPUs are capacity. ``0``: every allowed type. Rounds that do not pin are not
+    #: affected.
+    start_min_throughput: float = 0.5
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.round_s) or self.round_s <= 0:
@@ -90,6 +98,8 @@ class SimConfig:
             raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
         if self.start_spread_horizon_s is not None and not (math.isfinite(self.start_spread_horizon_s) and self.start_spread_horizon_s > 0):
             raise InputError("start_spread_horizon_s", self.start_spread_horizon_s, "must be > 0 seconds (or None for one round)")
+        if not (isinstance(self.start_min_throughput, (int, float)) and 0.0 <= self.start_min_throughput <= 1.0):
+            raise InputError("start_min_throughput", self.start_min_throughput, "must be a share in [0, 1]")
         if self.preemption not in PREEMPTION:
             raise InputError("preemption", self.preemption, f"must be one of {list(PREEMPTION)}")
         if self.backfill not in BACKFILL:

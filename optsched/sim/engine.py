@@ -67,7 +67,7 @@ from tqdm import tqdm
 from optsched.checker import check_schedule
 from optsched.elastic import mark_elastic
 from optsched.errors import InputError
-from optsched.model import Instance, Job, Node, Round
+from optsched.model import Instance, Job, Node, Profile, Round
 from optsched.result import Result
 from optsched.schedule import Assignment, Schedule
 from optsched.sim.config import SimConfig, pins_running_jobs
@@ -75,7 +75,7 @@ from optsched.sim.deadlines import admission_step, due_weights, job_rates, mark_
 from optsched.sim.policy_base import QueuePolicy, QueueState
 from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras, reservation
 from optsched.sim.result import SimResult
-from optsched.sim.rounds import apply_schedule, build_instance, within_value_span
+from optsched.sim.rounds import apply_schedule, build_instance, node_shapes, start_limits, within_value_span
 from optsched.sim.solving import Allocator, SimulationError
 from optsched.sim.workload import SimJob, Workload
 
@@ -128,6 +128,8 @@ class _Run:
     type_of: dict[str, int]  #: node id -> index of its GPU type
     type_gpus: np.ndarray  #: GPUs per type
     allowed: np.ndarray  #: job x type: the cluster's GPU types each job may use (for the queue window's backfill)
+    start_allowed: np.ndarray  #: job x type: ... and, in pinned rounds, those it may start on (SimConfig.start_min_throughput)
+    start_limits: list[tuple[frozenset[str] | None, Profile | None]]  #: ... by name, and the grid it may start at (None: all)
     caps: np.ndarray  #: the cluster's GPUs, cores, GB
     submit: np.ndarray
     gpus: np.ndarray
@@ -209,16 +211,43 @@ def _prepare(workload: Workload | Sequence[SimJob], nodes: Sequence[Node], polic
     undecided = np.isfinite(deadline)
     best, slow = job_rates(jobs, nodes, cfg.fair) if undecided.any() else (np.zeros(n), np.zeros(n))
     pin = pins_running_jobs(cfg, policy, any(j.deadline_s is not None for j in jobs))
+    start_allowed, start_names = _start_limits(jobs, nodes, types, allowed, cfg.start_min_throughput if pin else 0.0)
     return _Run(
         cfg=cfg, policy=policy, jobs=jobs, nodes=nodes, rnd=rnd, cluster=Instance("cluster", nodes, (), rnd),
         pin=pin, start_spread=max(1.0, cfg.start_spread_horizon_s / cfg.round_s) if pin and cfg.start_spread_horizon_s is not None else 1.0,
-        type_of=type_of, type_gpus=type_gpus, allowed=allowed, caps=caps,
+        type_of=type_of, type_gpus=type_gpus, allowed=allowed, start_allowed=start_allowed, start_limits=start_names, caps=caps,
         submit=np.array([j.submit_s for j in jobs], dtype=np.float64), gpus=np.array([j.gpus for j in jobs], dtype=np.int64),
         demand_thr=demand_thr, restart=np.array([j.restart_s for j in jobs], dtype=np.float64),
         extras=policy_extras(jobs, nodes, float(caps[0])), deadline=deadline, best=best, slow=slow,
         remaining=np.array([j.duration_s for j in jobs], dtype=np.float64) * demand_thr,
         slo=np.zeros(n, dtype=np.int64), undecided=undecided, any_slo=bool(undecided.any()),
     )
+
+
+def _start_limits(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], types: list[str], allowed: np.ndarray, share: float,
+                  ) -> tuple[np.ndarray, list[tuple[frozenset[str] | None, Profile | None]]]:
+    """Where each job may start in pinned rounds (:func:`optsched.sim.rounds.start_limits`,
+    ``share``: SimConfig.start_min_throughput; 0 leaves every job as it is): the GPU types as a
+    job x type mask, and per job its types and grid (``None`` each: all it allows). Elastic jobs
+    are never pinned and keep theirs."""
+    limits: list[tuple[frozenset[str] | None, Profile | None]] = [(None, None)] * len(jobs)
+    shapes = node_shapes(nodes)
+    if share <= 0.0:
+        return allowed, limits
+    memo: dict[tuple[Any, ...], tuple[frozenset[str] | None, Profile | None]] = {}
+    mask = allowed.copy()
+    for i, j in enumerate(jobs):
+        if j.elastic is not None:
+            continue
+        ok = [t for t, a in zip(types, allowed[i], strict=True) if a]
+        key = (j.profile, j.demand, j.gpus, tuple(ok))
+        if key not in memo:
+            memo[key] = start_limits(j, ok, shapes, share)
+        limits[i] = memo[key]
+        keep = limits[i][0]
+        if keep is not None:
+            mask[i] = [a and t in keep for t, a in zip(types, allowed[i], strict=True)]
+    return mask, limits
 
 
 def simulate_steps(
@@ -268,8 +297,10 @@ def simulate_steps(
                 solver_calls += 1
                 checked += cfg.check
                 # a gang started on more nodes than it needs is worth more once it runs than the
-                # round that started it counted (SimConfig.start_spread_horizon_s): solve the next one
-                last_sig = None if _started_spread(run, sel, t) else sig
+                # round that started it counted (SimConfig.start_spread_horizon_s), and a job that
+                # waited with a cut profile runs with its whole one (SimConfig.start_min_throughput):
+                # solve the next round
+                last_sig = None if _started_changed(run, sel, t) else sig
             run_idx = np.flatnonzero(run.rate > 0)
             span, t_fin = R, None
             if run_idx.size:
@@ -301,15 +332,17 @@ def simulate_steps(
     return _result(run, workload, allocator_name, counts)
 
 
-def _started_spread(run: _Run, sel: np.ndarray, t: float) -> bool:
-    """Whether the round at ``t`` started a job on more nodes than it needs while the rounds
-    charge waiting jobs a start spread (``run.start_spread``): running, it carries its own
-    factor, so the next round's worth differs from this one's."""
-    if run.start_spread <= 1.0:
-        return False
+def _started_changed(run: _Run, sel: np.ndarray, t: float) -> bool:
+    """Whether the round at ``t`` started a job that the next round values differently: one on
+    more nodes than it needs while the rounds charge waiting jobs a start spread
+    (``run.start_spread``), or one that waited with a cut profile (``run.start_limits``).
+    Running, it carries its own factor and whole profile."""
     for j in sel[run.start[sel] == t]:
+        if run.start_limits[j][1] is not None:
+            return True
         a = run.assign[j]
-        if a is not None and len(a.nodes) > run.cluster.spread_base(run.cluster.node(next(iter(a.nodes))).gpu_type, a.gpus):
+        if (run.start_spread > 1.0 and a is not None
+                and len(a.nodes) > run.cluster.spread_base(run.cluster.node(next(iter(a.nodes))).gpu_type, a.gpus)):
             return True
     return False
 
@@ -357,13 +390,13 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
         # waiting jobs that could take them (the rest backfill)
         wait = np.flatnonzero(~running_now)
         h = wait[np.argmax(w[wait])]
-        if (run.allowed[active[h]] & (run.gpus[active[h]] <= free)).any():
+        if (run.start_allowed[active[h]] & (run.gpus[active[h]] <= free)).any():
             w = head_first(w, wait, h, int(run.gpus[active[h]]))
         elif cfg.backfill == "easy":
             keep = _reserved(run, active, w, running_now, h, free)
             active, w, running_now = active[keep], w[keep], running_now[keep]
     sel = offer(active, w, running_now, run.gpus, run.total_gpus, cfg.queue_window, cfg.queue_min_jobs,
-                free if cfg.queue_window is not None else None, run.allowed)
+                free if cfg.queue_window is not None else None, run.start_allowed if run.pin else run.allowed)
     return sel, w[np.searchsorted(active, sel)]
 
 
@@ -385,7 +418,7 @@ def _reserved(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndar
     others = others[np.lexsort((active[others], -w[others]))]
     run_s = np.zeros(run.gpus.size)
     run_s[active[others]] = run.remaining[active[others]] / run.demand_thr[active[others]]
-    ok = reservation(int(active[h]), active[others], run.gpus, run.allowed, free, releases, run_s)
+    ok = reservation(int(active[h]), active[others], run.gpus, run.start_allowed, free, releases, run_s)
     keep = np.ones(active.size, dtype=bool)
     keep[others[~ok]] = False
     return keep
@@ -397,11 +430,11 @@ def _solve(run: _Run, t: float, sel: np.ndarray, w_sel: np.ndarray, slo_live: di
     and apply it to the run; returns the schedule and the round's solve record (solved,
     solve_s, solve_cpu_s, objective, gap)."""
     inst = build_instance(f"{run.cfg.name}-t{int(t)}", run.nodes, run.rnd, run.jobs, sel, w_sel, run.assign, run.base, run.speeds,
-                          slo_live, run.pin, run.start_spread, run.start_base)
+                          slo_live, run.pin, run.start_spread, run.start_base, run.start_limits)
     fitted = within_value_span(run.cluster, inst, sel, w_sel, run.value_per_weight)
     if fitted is not None:  # lifted heads and the slowest points spread the values too far: lift the lightest jobs
         inst = build_instance(inst.name, run.nodes, run.rnd, run.jobs, sel, fitted, run.assign, run.base, run.speeds,
-                              slo_live, run.pin, run.start_spread, run.start_base)
+                              slo_live, run.pin, run.start_spread, run.start_base, run.start_limits)
     t0, c0 = time.perf_counter(), time.process_time()
     out = yield inst
     solve_s, solve_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -410,6 +443,9 @@ def _solve(run: _Run, t: float, sel: np.ndarray, w_sel: np.ndarray, slo_live: di
         objective = _checked(inst, schedule, t)
     apply_schedule(schedule, sel, run.jobs, run.assign, run.rate, run.delay_left, run.restart, run.ever_ran, run.start,
                    run.preempt, run.moves, run.alloc, t, run.cluster)
+    for j in sel[run.start[sel] == t]:
+        if run.start_limits[j] != (None, None):  # running, it may use every type and point it allows: its values' range widens
+            run.value_per_weight[j] = np.nan
     return schedule, (1.0, solve_s, solve_cpu, objective, gap)
 
 

@@ -4,19 +4,20 @@ with each assignment's rate, :func:`assignment_rate`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from optsched.errors import InputError
 from optsched.limits import MAX_VALUE_SPAN, job_value_range, present_types
-from optsched.model import Instance, Job, Node, Round
+from optsched.model import Instance, Job, Node, Profile, Round
 from optsched.schedule import Assignment, Schedule
 from optsched.sim.solving import SimulationError
 from optsched.sim.workload import SimJob
 
-__all__ = ["MIN_START_SPREAD", "VALUE_SPAN", "apply_schedule", "assignment_rate", "build_instance", "start_job", "within_value_span"]
+__all__ = ["MIN_START_SPREAD", "VALUE_SPAN", "apply_schedule", "assignment_rate", "build_instance", "node_shapes", "start_job", "start_limits", "within_value_span"]
 
 
 def assignment_rate(job: SimJob, a: Assignment, cluster: Instance) -> float:
@@ -39,13 +40,15 @@ def build_instance(
     assign: list[Assignment | None], base: list[Job | None], speeds: dict[Any, Mapping[str, float]],
     slo_live: Mapping[int, tuple[float, float]] | None = None, pin: bool = False,
     start_spread: float = 1.0, start_base: list[Job | None] | None = None,
+    start_limits: Sequence[tuple[frozenset[str] | None, Profile | None]] | None = None,
 ) -> Instance:
     """The round's contract instance: the offered jobs ``sel`` (indices into ``jobs``) with their
     weights ``w``, current placements (``assign``) and, for admitted deadline jobs, ``slo_live``
     (index -> deadline and run time left); ``pin`` pins the running ones, and then a waiting job
-    carries its spread factor to the power ``start_spread`` (:func:`start_job`). ``base`` caches
-    each job's validated contract :class:`~optsched.model.Job` across rounds (``start_base`` the
-    waiting one), ``speeds`` the interned ``gpu_speed`` mappings."""
+    carries its spread factor to the power ``start_spread`` and may start only within its
+    ``start_limits`` (index -> GPU types and grid, ``None`` each: all it allows; :func:`start_job`). ``base``
+    caches each job's validated contract :class:`~optsched.model.Job` across rounds
+    (``start_base`` the waiting one), ``speeds`` the interned ``gpu_speed`` mappings."""
     out = []
     for k, j in enumerate(sel):
         b = base[j]
@@ -55,11 +58,12 @@ def build_instance(
             b = base[j] = _interned(Job(id=s.id, gpus=s.gpus, profile=s.profile, demand=s.demand, model=s.model, tenant=tenant, elastic=s.elastic,
                                         gpu_speed=s.gpu_speed, spread_factor=s.spread_factor, restart_s=s.restart_s), speeds)
         a = assign[j]
-        if pin and a is None and start_spread > 1.0 and b.spread_factor < 1.0 and b.elastic is None:
+        types, grid = (None, None) if start_limits is None else start_limits[j]
+        if pin and a is None and b.elastic is None and ((start_spread > 1.0 and b.spread_factor < 1.0) or types is not None or grid is not None):
             if start_base is None:
-                b = start_job(b, start_spread)
+                b = start_job(b, start_spread, types, grid, speeds)
             else:
-                b = start_base[j] = start_base[j] or start_job(b, start_spread)
+                b = start_base[j] = start_base[j] or start_job(b, start_spread, types, grid, speeds)
         out.append(_with_state(b, float(w[k]), None if a is None else a.nodes, (slo_live or {}).get(int(j)),
                                pinned=pin and a is not None and b.elastic is None))
     try:
@@ -78,15 +82,96 @@ def build_instance(
 MIN_START_SPREAD = 1e-6
 
 
-def start_job(job: Job, exponent: float) -> Job:
+def start_job(job: Job, exponent: float, types: frozenset[str] | None = None, profile: Profile | None = None,
+              speeds: dict[Any, Mapping[str, float]] | None = None) -> Job:
     """``job`` as a waiting job of a round that pins running jobs carries it: a start there keeps
     its nodes until the job ends, so its spread beyond the fewest nodes is charged as over
     ``exponent`` rounds, ``spread_factor ** exponent`` per extra node (at least
-    :data:`MIN_START_SPREAD`). The values are valid already, so the copy is not re-validated."""
+    :data:`MIN_START_SPREAD`); ``types`` (``None``: all) are the GPU types it may start on and
+    ``profile`` (``None``: its own) the grid it may start at (:func:`start_limits`; ``speeds``
+    interns the shortened ``gpu_speed``). The values are valid already (a cut profile keeps the
+    demand's levels), so the copy is not re-validated."""
     out = object.__new__(Job)
     out.__dict__.update(job.__dict__)
-    out.__dict__["spread_factor"] = max(MIN_START_SPREAD, job.spread_factor ** exponent)
+    if exponent > 1.0:
+        out.__dict__["spread_factor"] = max(MIN_START_SPREAD, job.spread_factor ** exponent)
+    if profile is not None:
+        out.__dict__["profile"] = profile
+    if types is not None:
+        allowed = job.gpu_speed if job.gpu_speed is not None else dict.fromkeys(types, 1.0)
+        out.__dict__["gpu_speed"] = MappingProxyType({t: s for t, s in allowed.items() if t in types})
+        if speeds is not None:
+            out = _interned(out, speeds)
     return out
+
+
+#: each GPU type's node shapes, ``(gpus, cpus, mem_gb) -> count`` (:func:`node_shapes`)
+NodeShapes = Mapping[str, Mapping[tuple[int, int, int], int]]
+
+
+def node_shapes(nodes: Sequence[Node]) -> dict[str, dict[tuple[int, int, int], int]]:
+    """Each GPU type's node shapes, ``(gpus, cpus, mem_gb)``, and how many nodes have it."""
+    out: dict[str, dict[tuple[int, int, int], int]] = {}
+    for nd in nodes:
+        by = out.setdefault(nd.gpu_type, {})
+        by[(nd.gpus, nd.cpus, nd.mem_gb)] = by.get((nd.gpus, nd.cpus, nd.mem_gb), 0) + 1
+    return out
+
+
+def start_limits(job: Job | SimJob, allowed: Sequence[str], shapes: NodeShapes, share: float,
+                 ) -> tuple[frozenset[str] | None, Profile | None]:
+    """Where a waiting ``job`` may start in a round that pins running jobs, so that its nodes feed
+    it: a grid point is *fed* when its throughput is at least ``share`` of its demand's (or of the
+    best any placement on the cluster reaches, if that is less), and on ``k`` of a node's GPUs the job gets at most ``c / k`` of its
+    ``c`` cores and ``m / k`` of its ``m`` GB per GPU. Returns the GPU types (of ``allowed``) on
+    whose nodes some placement reaches a fed point (``None``: all of them) and, when some type's
+    fewest nodes cannot feed it, the job's profile cut to the cores and memory levels that reach a
+    fed point (``None``: the whole profile).
+
+    A start there keeps its nodes until the job ends, and nodes short of memory per GPU (48 GB
+    where an image model caches 62) leave it at a tenth of its speed for good: better to spread it
+    over more nodes, or wait for nodes that can feed it. Where the fewest nodes feed it, a lean
+    start is not for good (its cores and memory grow on the same nodes later), so its profile is
+    kept whole. A slow GPU type is not refused: it is capacity, and the round's worth counts its
+    speed."""
+    pts = sorted(job.profile.points(), key=lambda p: -p[2])
+    fits = {t: [_best_fit(pts, job.gpus, shape, count) for shape, count in shapes.get(t, {}).items()] for t in allowed}
+    ref = max((top for tops in fits.values() for top, _ in tops), default=0.0)
+    if ref <= 0.0:
+        return None, None
+    floor = share * min(ref, job.profile.at(*job.demand))
+    types = frozenset(t for t, tops in fits.items() if any(top >= floor for top, _ in tops))
+    starved = any(compact < floor for tops in fits.values() for _, compact in tops)
+    return (None if len(types) == len(fits) else types), (_fed_profile(job, floor) if starved else None)
+
+
+def _best_fit(pts: list[tuple[int, int, float]], gpus: int, shape: tuple[int, int, int], count: int) -> tuple[float, float]:
+    """The best throughput a gang of ``gpus`` reaches on ``count`` nodes of ``shape``
+    ``(gpus, cpus, mem_gb)``, with at most ``k`` of its GPUs on each of ``ceil(gpus / k)`` of
+    them, and on its fewest such nodes (``pts``: its grid points, best first)."""
+    g, c, m = shape
+    top = compact = 0.0
+    for k in range(min(gpus, g), 0, -1):
+        if -(-gpus // k) > count:
+            break
+        thr = next((thr for pc, pm, thr in pts if pc * k <= c and pm * k <= m), 0.0)
+        if k == min(gpus, g):
+            compact = thr
+        top = max(top, thr)
+    return top, compact
+
+
+def _fed_profile(job: Job | SimJob, floor: float) -> Profile | None:
+    """``job``'s profile without the cores levels and memory levels at which it never reaches
+    ``floor`` (at most its demand's throughput, so the demand's levels stay); ``None`` when
+    nothing is cut."""
+    p = job.profile
+    rows = [a for a in range(len(p.cpus_per_gpu)) if max(p.throughput[a]) >= floor]
+    cols = [b for b in range(len(p.mem_per_gpu_gb)) if max(r[b] for r in p.throughput) >= floor]
+    if len(rows) == len(p.cpus_per_gpu) and len(cols) == len(p.mem_per_gpu_gb):
+        return None
+    return Profile(cpus_per_gpu=tuple(p.cpus_per_gpu[a] for a in rows), mem_per_gpu_gb=tuple(p.mem_per_gpu_gb[b] for b in cols),
+                   throughput=tuple(tuple(p.throughput[a][b] for b in cols) for a in rows))
 
 
 #: the widest span of job values (largest over smallest) the simulator lets a round have: just
