@@ -261,3 +261,24 @@ def test_deterministic_with_the_lns_stage_across_processes(solver, opts):
         out.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert out[0]["lns_dt"] and out[0]["lns_dt"] > 0  # the lns stage ran and spent deterministic time
     assert out[0]["schedule"] == out[1]["schedule"]
+
+
+@pytest.mark.parametrize(("time_limit", "workers"), [(0.3, 1), (5.0, 2)])
+def test_an_interleaved_search_its_wall_limit_may_cut_runs_on_one_worker(monkeypatch, time_limit, workers):
+    """OR-Tools 9.15 can abort the process when a wall limit cuts an interleaved search over
+    several workers: where the wall limit is under 1 s + 4 s per deterministic second, one worker."""
+    from ortools.sat.python import cp_model
+
+    seen = []
+    real = cp_model.CpSolver.solve
+
+    def spy(self, model, callback=None):
+        prm = self.parameters
+        seen.append((prm.num_workers, prm.interleave_search))
+        return real(self, model, callback)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", spy)
+    inst = _inst([Node("n0", "V100", 2, 6, 100), Node("n1", "V100", 2, 6, 100)],
+                 [Job(f"j{k}", 1 + k % 2, HUNGRY if k % 2 else FLAT, (2, 10)) for k in range(5)])
+    res = solve_round(inst, solver="cpsat", time_limit=time_limit, seed=0, num_workers=2, deterministic_time=0.5)
+    assert seen == [(workers, True)] and res.stats["cpsat_workers"] == workers and res.objective > 0

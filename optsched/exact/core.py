@@ -352,7 +352,7 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
         model.add_hint(incumbent)
         prm.max_time_in_seconds = max(0.01, deadline - time.perf_counter() - keep)
         code = solve_lexicographic(solver, model, stats)
-    stats.update(cpsat_status=solver.status_name(code), wall_s=solver.wall_time,
+    stats.update(cpsat_status=solver.status_name(code), cpsat_workers=solver.parameters.num_workers, wall_s=solver.wall_time,
                  deterministic_s=solver.deterministic_time + stats.get("stage1_deterministic_s", 0.0),
                  branches=solver.num_branches, conflicts=solver.num_conflicts)
     if code == cp_model.INFEASIBLE and opts["usage_floor"]:  # the floor is the caller's: no schedule keeps it

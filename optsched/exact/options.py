@@ -68,7 +68,8 @@ class CpsatOptions(MethodOptions):
 
     num_workers: int | None = option(None, "CP-SAT workers (null: min(8, CPU count))", Check.integer(ge=1).or_none())
     deterministic_time: float | None = option(
-        None, "CP-SAT deterministic-time limit, for reproducible runs (null: wall clock only)",
+        None, "CP-SAT deterministic-time limit, for reproducible runs (null: wall clock only); a search that a wall "
+              "limit under 1 s + 4 s per deterministic second may cut runs on one worker",
         Check.number(gt=0, problem="must be a positive number").or_none())
     log: bool = option(False, "print CP-SAT's search log (on stdout)", Check.boolean(), remote=False)
     node_symmetry: bool = option(
