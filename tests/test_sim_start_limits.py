@@ -52,6 +52,12 @@ def test_fed_is_measured_from_the_demand_and_nodes_that_feed_every_placement_cha
     assert start_limits(fed, ["A"], _shapes(4, 0), 0.5) == (None, None)  # big nodes only: a lean start is not for good
 
 
+def test_a_type_too_small_to_hold_the_gang_does_not_cut_its_profile():
+    """16 GPUs do not fit on one lean node: only the big nodes can hold it, and they feed it."""
+    job = Job("g", 16, CACHE, (4, 32))
+    assert start_limits(job, ["A", "B"], _shapes(2, 1), 0.5) == (frozenset({"A"}), None)
+
+
 def test_nothing_feeds_it_anywhere_then_its_best_counts():
     """On lean nodes only, the best it can reach is the reference: it still starts somewhere."""
     job = Job("g", 16, CACHE, (4, 32))

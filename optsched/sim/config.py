@@ -78,13 +78,14 @@ class SimConfig:
     #: than 1e-6) instead of ``spread_factor``; the simulated speed is unchanged. ``None``: one
     #: round (the job's own factor). Rounds that do not pin are not affected.
     start_spread_horizon_s: float | None = 7200.0
-    #: in rounds that pin the running jobs, the GPU types a waiting job may start on: those whose
-    #: nodes can give it at least this share of the throughput the best nodes of its allowed types
-    #: can, from cores and memory per GPU alone (optsched.sim.rounds.start_types). A pinned start
-    #: keeps its nodes, so a job started where the nodes starve it (an image model on nodes with
-    #: less memory per GPU than its data cache) runs slowly to its end. The GPU's own speed is not
-    #: counted: slow GPUs are capacity. ``0``: every allowed type. Rounds that do not pin are not
-    #: affected.
+    #: in rounds that pin the running jobs, where a waiting job may start: only on GPU types whose
+    #: nodes can give it at least this share of its demand's throughput (or of the best the
+    #: cluster can, if less) from their cores and memory per GPU, and, where some type's fewest
+    #: nodes would starve it, only at the cores and memory levels that reach that share
+    #: (optsched.sim.rounds.start_limits). A pinned start keeps its nodes, so a job started where
+    #: they starve it (an image model on nodes with less memory per GPU than its data cache) runs
+    #: slowly to its end. The GPU's own speed is not counted: slow GPUs are capacity. ``0``: no
+    #: limit. Rounds that do not pin are not affected.
     start_min_throughput: float = 0.5
 
     def __post_init__(self) -> None:

@@ -122,8 +122,9 @@ def start_limits(job: Job | SimJob, allowed: Sequence[str], shapes: NodeShapes, 
                  ) -> tuple[frozenset[str] | None, Profile | None]:
     """Where a waiting ``job`` may start in a round that pins running jobs, so that its nodes feed
     it: a grid point is *fed* when its throughput is at least ``share`` of its demand's (or of the
-    best any placement on the cluster reaches, if that is less), and on ``k`` of a node's GPUs the job gets at most ``c / k`` of its
-    ``c`` cores and ``m / k`` of its ``m`` GB per GPU. Returns the GPU types (of ``allowed``) on
+    best any placement on the cluster reaches, if that is less), and on ``k`` of a node's GPUs
+    the job gets at most ``c / k`` of its ``c`` cores and ``m / k`` of its ``m`` GB per GPU.
+    Returns the GPU types (of ``allowed``) on
     whose nodes some placement reaches a fed point (``None``: all of them) and, when some type's
     fewest nodes cannot feed it, the job's profile cut to the cores and memory levels that reach a
     fed point (``None``: the whole profile).
@@ -141,16 +142,17 @@ def start_limits(job: Job | SimJob, allowed: Sequence[str], shapes: NodeShapes, 
         return None, None
     floor = share * min(ref, job.profile.at(*job.demand))
     types = frozenset(t for t, tops in fits.items() if any(top >= floor for top, _ in tops))
-    starved = any(compact < floor for tops in fits.values() for _, compact in tops)
+    starved = any(compact is not None and compact < floor for tops in fits.values() for _, compact in tops)
     return (None if len(types) == len(fits) else types), (_fed_profile(job, floor) if starved else None)
 
 
-def _best_fit(pts: list[tuple[int, int, float]], gpus: int, shape: tuple[int, int, int], count: int) -> tuple[float, float]:
+def _best_fit(pts: list[tuple[int, int, float]], gpus: int, shape: tuple[int, int, int], count: int) -> tuple[float, float | None]:
     """The best throughput a gang of ``gpus`` reaches on ``count`` nodes of ``shape``
     ``(gpus, cpus, mem_gb)``, with at most ``k`` of its GPUs on each of ``ceil(gpus / k)`` of
-    them, and on its fewest such nodes (``pts``: its grid points, best first)."""
+    them, and on its fewest such nodes (``None`` where too few nodes hold it; ``pts``: its grid
+    points, best first)."""
     g, c, m = shape
-    top = compact = 0.0
+    top, compact = 0.0, None
     for k in range(min(gpus, g), 0, -1):
         if -(-gpus // k) > count:
             break
