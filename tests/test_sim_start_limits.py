@@ -58,6 +58,13 @@ def test_a_type_too_small_to_hold_the_gang_does_not_cut_its_profile():
     assert start_limits(job, ["A", "B"], _shapes(2, 1), 0.5) == (frozenset({"A"}), None)
 
 
+def test_where_no_fewest_nodes_feed_it_the_profile_stays_whole():
+    """Lean nodes only: 8 GPUs on one starve it and 4 + 4 feed it, but no node shape feeds it
+    compactly, so a starved start stays possible (waiting would not end)."""
+    job = Job("g", 8, CACHE, (4, 32))
+    assert start_limits(job, ["B"], _shapes(0, 4), 0.5) == (None, None)
+
+
 def test_nothing_feeds_it_anywhere_then_its_best_counts():
     """On lean nodes only, the best it can reach is the reference: it still starts somewhere."""
     job = Job("g", 16, CACHE, (4, 32))

@@ -84,8 +84,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "becomes 0.9^24 = 0.08 at 5-minute rounds); 'none': one round. The simulated speed is unchanged")
     p.add_argument("--start-min-throughput", type=float, default=0.5,
                    help="non-preemptive rounds: a waiting job starts only on GPU types whose nodes can give it at least this "
-                        "share of its demand's throughput from their cores and memory per GPU, and, where its fewest nodes "
-                        "could starve it, only at grid points that reach it (default 0.5; 0: no limit)")
+                        "share of its demand's throughput from their cores and memory per GPU, and, where some node shape's "
+                        "fewest nodes would starve it while another's feed it, only at grid points that reach it "
+                        "(default 0.5; 0: no limit)")
     p.add_argument("--shadow", default=None,
                    help="also solve every round with this solver on the same state and write <run>.rounds.csv comparing them "
                         "(worth, GPUs, jobs started and preempted, gangs, head of queue)")
