@@ -122,3 +122,18 @@ def test_fungible_greedy_completes_a_partial_schedule(data):
     assert all(done.jobs[j].cpus_per_gpu >= partial.jobs[j].cpus_per_gpu or done.jobs[j].mem_per_gpu_gb >= partial.jobs[j].mem_per_gpu_gb
                for j in keep)
     assert schedule_value(inst, done) >= schedule_value(inst, partial) - 1e-9
+
+
+def test_fungible_greedy_places_a_gang_that_fits_only_below_its_lean_point():
+    """An 8-GPU job whose lean point (32 GB per GPU) no empty cluster of 2 x (4 GPUs, 64 GB)
+    can hold: the greedy falls back to the leanest point that fits (16 GB), as the exact round
+    does, instead of never starting it."""
+    from optsched import solve_round
+
+    prof = Profile((2, 4), (16, 32, 64), ((0.1, 0.8, 0.85), (0.12, 1.0, 1.05)))
+    nodes = tuple(Node(f"n{i}", "V100", 4, 32, 64) for i in range(2))
+    inst = Instance("lean", nodes, (Job("g", 8, prof, (4, 32)),), Round())
+    res = solve_round(inst, solver="fungible-greedy", time_limit=5.0)
+    a = res.schedule.jobs["g"]
+    assert a.mem_per_gpu_gb == 16 and not check_schedule(inst, res.schedule)
+    assert res.objective == pytest.approx(solve_round(inst, solver="cpsat", time_limit=5.0).objective)

@@ -120,10 +120,30 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
         pts_of[jid] = points(instance.job(jid))[0]
     lean: dict[str, tuple[int, int]] = {}
+    room: dict[tuple[str, int, int], int] = {}
+
+    def ever_fits(job: Job, c: int, m: int) -> bool:
+        """Whether the empty cluster holds ``job`` at ``(c, m)`` per GPU on some allowed type, by
+        GPUs each node could give it at that point (a necessary test, cached per type and point)."""
+        for t in instance.gpu_types:
+            if job.speed(t) is None:
+                continue
+            key = (t, c, m)
+            if key not in room:
+                room[key] = sum(min(n.gpus, n.cpus // max(1, c), n.mem_gb // max(1, m)) for n in instance.nodes if n.gpu_type == t)
+            if room[key] >= job.gpus:
+                return True
+        return False
 
     def admit(job: Job) -> int | tuple[int, int, int] | None:
         pts, (c, m) = points(job)
         pts_of[job.id] = pts
+        if not job.placement and not ever_fits(job, c, m) and not ever_fits(job, *job.demand):
+            # neither its lean point nor its demand fits anywhere, even on an empty cluster (so the
+            # fixed-demand candidate cannot place it either): the leanest point that could
+            able = [p for p in pts if ever_fits(job, p[0], p[1])]
+            if able:
+                c, m = _lean_point(job, able, cpg, mpg)
         if knapsack:
             lean[job.id] = (c, m)
             return None
