@@ -145,3 +145,16 @@ def test_simulate_verb_with_the_exact_allocator(tmp_path, capsys):
     assert all(d["metrics"]["finished"] == 5 for d in docs.values())
     assert docs["cpsat"]["run"]["checked_rounds"] > 0
     assert (out / "runs.png").exists()
+
+
+def test_simulate_verb_warns_when_jobs_are_never_started(tmp_path, capsys):
+    """3 GPUs of a model asking 62 GB per GPU on two 8-GPU nodes of 64 GB: fixed-demand can never
+    place it, the run stops on an idle cluster, and the command says so."""
+    from optsched.cli import main
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,duration_s,num_gpus\na,0,600,1\nb,10,900,3\n")
+    rc = main(["simulate", str(trace), "--cluster", "2x8", "--mem-gb", "64", "--policy", "fifo", "--allocator", "fixed-demand",
+               "-o", str(tmp_path / "runs"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "warning: fifo/fixed-demand stopped with 1 jobs unfinished" in err

@@ -20,6 +20,7 @@ from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
 from optsched.sim.policies import POLICIES
+from optsched.sim.result import summarise
 from optsched.sim.shadow import write_rounds_csv
 from optsched.sim.traces import CsvSchema
 from optsched.sim.workload import parse_duration
@@ -181,6 +182,11 @@ def run(args: argparse.Namespace) -> int:
         write_metrics_json(res, out / f"{stem}.metrics.json")
         write_jobs_csv(res, out / f"{stem}.jobs.csv")
         print(f"{pol}/{a}: {out / stem}.metrics.json, .jobs.csv{', .rounds.csv' if shadow_rounds is not None else ''}", file=sys.stderr)
+        if res.info.get("stalled"):
+            left = summarise(res)["unfinished"]
+            print(f"warning: {pol}/{a} stopped with {left} jobs unfinished: the cluster was idle, every job had arrived, and "
+                  "two rounds in a row started none of the waiting ones (they fit at no point this allocator tries); "
+                  "their JCTs are missing from the averages", file=sys.stderr)
         runs[f"{pol}/{a}"] = res
     print(_table(runs))
     if args.plot:
