@@ -50,7 +50,7 @@ from optsched.model import Elastic, Instance, Job, Profile
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, is_move, schedule_value
 
-__all__ = ["DRF_NO_TENANT", "FAMILIES", "HUG_PRECISION", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable",
+__all__ = ["DRF_NO_TENANT", "FAMILIES", "HUG_PRECISION", "best_speedup", "consolidate", "dominant_shares", "drf_capacity", "drf_level", "drf_runnable", "gpu_room",
            "drf_scale", "drf_tenants", "drf_usage", "deadline_misses", "fair_level", "fair_scale", "hug_coefficients", "hug_demand",
            "hug_level", "hug_levels", "hug_scale", "hug_usage", "packing_choice", "peak_rate", "packing_tolerance", "policy_families",
            "pinned_misses", "policy_feasible", "urgent", "urgent_jobs", "whole_free_gpus", "borrowers", "moved_jobs", "owner_waiting", "quota_of",
@@ -125,26 +125,25 @@ def drf_scale(instance: Instance) -> int:
     return s if s <= DRF_EXACT_MAX else DRF_SCALE
 
 
+def gpu_room(instance: Instance, gpu_type: str, c: int, m: int, memo: dict[tuple[str, int, int], int] | None = None) -> int:
+    """GPUs of ``gpu_type`` the empty cluster holds at ``c`` cores and ``m`` GB per GPU (``memo``:
+    the room per (type, cores, GB), shared across calls)."""
+    room = None if memo is None else memo.get((gpu_type, c, m))
+    if room is None:
+        room = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus)
+                   for n in instance.nodes if n.gpu_type == gpu_type)
+        if memo is not None:
+            memo[(gpu_type, c, m)] = room
+    return room
+
+
 def drf_runnable(instance: Instance, job: Job, memo: dict[tuple[str, int, int], int] | None = None) -> bool:
     """Whether the job fits the empty cluster at some allowed (fair-eligible) grid point, on one
     GPU type over any nodes of it (``memo``: the room per (type, cores, GB), shared across calls)."""
     base = job.demand_throughput
     points = [(c, m) for c, m, tp in job.profile.points() if not instance.round.fair or tp >= base]
-    for t in instance.gpu_types:
-        if job.speed(t) is None:
-            continue
-        nodes = None
-        for c, m in points:
-            room = None if memo is None else memo.get((t, c, m))
-            if room is None:
-                if nodes is None:
-                    nodes = [n for n in instance.nodes if n.gpu_type == t]
-                room = sum(min(n.gpus, n.cpus // c if c else n.gpus, n.mem_gb // m if m else n.gpus) for n in nodes)
-                if memo is not None:
-                    memo[(t, c, m)] = room
-            if room >= min(job.sizes):
-                return True
-    return False
+    return any(gpu_room(instance, t, c, m, memo) >= min(job.sizes)
+               for t in instance.gpu_types if job.speed(t) is not None for c, m in points)
 
 
 def drf_tenants(instance: Instance) -> dict[str, list[int]]:

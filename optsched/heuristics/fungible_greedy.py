@@ -26,6 +26,7 @@ from optsched.policy_repair import repair
 from optsched.result import Result, Status
 from optsched.round_policies import (
     consolidate,
+    gpu_room,
     packing_choice,
     policy_families,
     whole_free_gpus,
@@ -123,17 +124,8 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
     room: dict[tuple[str, int, int], int] = {}
 
     def ever_fits(job: Job, c: int, m: int) -> bool:
-        """Whether the empty cluster holds ``job`` at ``(c, m)`` per GPU on some allowed type, by
-        GPUs each node could give it at that point (a necessary test, cached per type and point)."""
-        for t in instance.gpu_types:
-            if job.speed(t) is None:
-                continue
-            key = (t, c, m)
-            if key not in room:
-                room[key] = sum(min(n.gpus, n.cpus // max(1, c), n.mem_gb // max(1, m)) for n in instance.nodes if n.gpu_type == t)
-            if room[key] >= job.gpus:
-                return True
-        return False
+        """Whether the empty cluster holds ``job`` at ``(c, m)`` per GPU on some allowed type."""
+        return any(gpu_room(instance, t, c, m, room) >= job.gpus for t in instance.gpu_types if job.speed(t) is not None)
 
     def admit(job: Job) -> int | tuple[int, int, int] | None:
         pts, (c, m) = points(job)

@@ -127,8 +127,10 @@ class _Run:
     start_spread: float  #: exponent of a waiting job's spread factor in pinned rounds (SimConfig.start_spread_horizon_s)
     type_of: dict[str, int]  #: node id -> index of its GPU type
     type_gpus: np.ndarray  #: GPUs per type
-    allowed: np.ndarray  #: job x type: the cluster's GPU types each job may use (for the queue window's backfill)
-    start_allowed: np.ndarray  #: job x type: ... and, in pinned rounds, those it may start on (SimConfig.start_min_throughput)
+    #: job x type: the cluster's GPU types each job may start on (its allowed types, and in pinned
+    #: rounds only those that feed it: SimConfig.start_min_throughput), for the queue window's
+    #: backfill, the head-of-queue lift and EASY reservations
+    start_allowed: np.ndarray
     start_limits: list[tuple[frozenset[str] | None, Profile | None]]  #: ... by name, and the grid it may start at (None: all)
     caps: np.ndarray  #: the cluster's GPUs, cores, GB
     submit: np.ndarray
@@ -215,7 +217,7 @@ def _prepare(workload: Workload | Sequence[SimJob], nodes: Sequence[Node], polic
     return _Run(
         cfg=cfg, policy=policy, jobs=jobs, nodes=nodes, rnd=rnd, cluster=Instance("cluster", nodes, (), rnd),
         pin=pin, start_spread=max(1.0, cfg.start_spread_horizon_s / cfg.round_s) if pin and cfg.start_spread_horizon_s is not None else 1.0,
-        type_of=type_of, type_gpus=type_gpus, allowed=allowed, start_allowed=start_allowed, start_limits=start_names, caps=caps,
+        type_of=type_of, type_gpus=type_gpus, start_allowed=start_allowed, start_limits=start_names, caps=caps,
         submit=np.array([j.submit_s for j in jobs], dtype=np.float64), gpus=np.array([j.gpus for j in jobs], dtype=np.int64),
         demand_thr=demand_thr, restart=np.array([j.restart_s for j in jobs], dtype=np.float64),
         extras=policy_extras(jobs, nodes, float(caps[0])), deadline=deadline, best=best, slow=slow,
@@ -231,9 +233,9 @@ def _start_limits(jobs: tuple[SimJob, ...], nodes: tuple[Node, ...], types: list
     job x type mask, and per job its types and grid (``None`` each: all it allows). Elastic jobs
     are never pinned and keep theirs."""
     limits: list[tuple[frozenset[str] | None, Profile | None]] = [(None, None)] * len(jobs)
-    shapes = node_shapes(nodes)
     if share <= 0.0:
         return allowed, limits
+    shapes = node_shapes(nodes)
     memo: dict[tuple[Any, ...], tuple[frozenset[str] | None, Profile | None]] = {}
     mask = allowed.copy()
     for i, j in enumerate(jobs):
@@ -396,7 +398,7 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
             keep = _reserved(run, active, w, running_now, h, free)
             active, w, running_now = active[keep], w[keep], running_now[keep]
     sel = offer(active, w, running_now, run.gpus, run.total_gpus, cfg.queue_window, cfg.queue_min_jobs,
-                free if cfg.queue_window is not None else None, run.start_allowed if run.pin else run.allowed)
+                free if cfg.queue_window is not None else None, run.start_allowed)
     return sel, w[np.searchsorted(active, sel)]
 
 
