@@ -8,6 +8,7 @@ field is (each refusal an :class:`~optsched.errors.InputError` naming the field 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import gc
 import math
 from collections.abc import Iterator, Mapping
@@ -46,9 +47,33 @@ def _get(d: Mapping[str, Any], key: str, default: Any = ...) -> Any:
     return default
 
 
+#: keys that start with this are extension fields: read by no method, allowed anywhere in a round
+EXTENSION_PREFIX = "x-"
+
+
+def _check_keys(d: Mapping[str, Any], known: frozenset[str], what: str) -> None:
+    """Refuse a key of ``d`` that is neither in ``known`` nor an extension field
+    (:data:`EXTENSION_PREFIX`): a misspelt field would otherwise be read as absent, its default
+    silently taking its place. The error names the key, the closest known one and all of them."""
+    if known.issuperset(d):
+        return
+    for key in d:
+        if key in known or (isinstance(key, str) and key.startswith(EXTENSION_PREFIX)):
+            continue
+        close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InputError(str(key), d[key], f"unknown field of {what}; {hint}known: {', '.join(sorted(known))} "
+                                           f"(fields starting with {EXTENSION_PREFIX!r} are ignored)")
+
+
+def _numpy(v: Any) -> str:
+    """A hint for a numpy value where a plain JSON one is due (pandas and numpy users meet this)."""
+    return "; this is a numpy value: pass plain Python ones (int(x), float(x), array.tolist())" if type(v).__module__ == "numpy" else ""
+
+
 def _check_int(name: str, v: Any, lo: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise InputError(name, v, "must be an integer")
+        raise InputError(name, v, "must be an integer" + _numpy(v))
     if v < lo:
         raise InputError(name, v, f"must be >= {lo}")
     return v
@@ -56,7 +81,7 @@ def _check_int(name: str, v: Any, lo: int = 0) -> int:
 
 def _check_float(name: str, v: Any, *, positive: bool = False, nonneg: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InputError(name, v, "must be a number")
+        raise InputError(name, v, "must be a number" + _numpy(v))
     try:
         x = float(v)
     except OverflowError:  # an integer beyond 1.8e308
@@ -84,7 +109,7 @@ def _check_mapping(name: str, v: Any) -> Mapping[str, Any]:
 
 def _check_list(name: str, v: Any) -> list[Any]:
     if not isinstance(v, (list, tuple)):
-        raise InputError(name, v, "must be a list")
+        raise InputError(name, v, "must be a list" + _numpy(v))
     return list(v)
 
 

@@ -21,6 +21,7 @@ from optsched.fields import (
     SPREAD_FROM,
     _check_float,
     _check_int,
+    _check_keys,
     _check_list,
     _check_mapping,
     _check_str,
@@ -58,6 +59,7 @@ class Node:
     @classmethod
     def from_dict(cls, d: Any) -> Node:
         d = _check_mapping("", d)
+        _check_keys(d, _NODE_KEYS, "a node")
         return cls(
             id=_get(d, "id"),
             gpu_type=_get(d, "gpu_type"),
@@ -143,6 +145,7 @@ class Round:
         """The round of a ``version`` file: ``spread_from`` defaults to that version's meaning
         (``"one"`` for versions 1 and 2, ``"fewest"`` for version 3)."""
         d = _check_mapping("", d)
+        _check_keys(d, _ROUND_KEYS, "the round")
         tenants = _get(d, "tenants", None)
         if tenants is not None:
             tenants = dict(_check_mapping("tenants", tenants))
@@ -171,6 +174,12 @@ class Round:
         if self.packing_tolerance is not None:
             d["packing_tolerance"] = self.packing_tolerance
         return d
+
+
+#: the fields of a round file, its round settings and a node (:func:`optsched.fields._check_keys`)
+_INSTANCE_KEYS = frozenset({"version", "name", "round", "nodes", "jobs"})
+_ROUND_KEYS = frozenset({"duration_s", "fair", "tenants", "max_moves", "fairness", "packing", "packing_tolerance", "spread_from"})
+_NODE_KEYS = frozenset({"id", "gpu_type", "gpus", "cpus", "mem_gb", "rack"})
 
 
 def _missing(field_name: str) -> Any:
@@ -313,6 +322,7 @@ class Instance:
     @classmethod
     def _from_dict(cls, d: Any) -> Instance:
         d = _check_mapping("instance", d)
+        _check_keys(d, _INSTANCE_KEYS, "a round file")
         version = _check_version(_get(d, "version"))
         try:
             rnd = Round.from_dict(_get(d, "round", {}), version)

@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.fields import _check_float, _check_int, _check_list, _check_mapping, _check_str, _frozen_map, _get
+from optsched.fields import (
+    _check_float,
+    _check_int,
+    _check_keys,
+    _check_list,
+    _check_mapping,
+    _check_str,
+    _frozen_map,
+    _get,
+)
 
 __all__ = ["Elastic", "Job", "Profile", "cheapest_point"]
 
@@ -134,6 +143,7 @@ class Profile:
             if known is not None:
                 return known
         d = _check_mapping("", d)
+        _check_keys(d, _PROFILE_KEYS, "a profile")
         profile = cls(
             cpus_per_gpu=_get(d, "cpus_per_gpu"),
             mem_per_gpu_gb=_get(d, "mem_per_gpu_gb"),
@@ -170,7 +180,7 @@ def _profile_key(d: Any) -> tuple[Any, ...] | None:
     compares ``int`` and ``float`` exactly, a throughput is stored as its ``float`` either way, and
     the grids hold integers only (``True == 1`` is what the exact types keep out).
     """
-    if type(d) is not dict:
+    if type(d) is not dict or len(d) != 3:  # a field missing or one too many: read (and refused) in full
         return None
     cpus, mems, rows = d.get("cpus_per_gpu"), d.get("mem_per_gpu_gb"), d.get("throughput")
     if type(cpus) is not list or type(mems) is not list or type(rows) is not list or not _LIST.issuperset(map(type, rows)):
@@ -380,12 +390,17 @@ class Job:
         if plain is not None:
             return plain
         d = _check_mapping("", d)
+        _check_keys(d, _JOB_KEYS, "a job")
         raw_profile = _get(d, "profile")
         try:
             profile = Profile.from_dict(raw_profile)
         except InputError as e:
             raise e.within("profile") from None
         demand = _check_mapping("demand", _get(d, "demand"))
+        try:
+            _check_keys(demand, _DEMAND_KEYS, "a demand")
+        except InputError as e:
+            raise e.within("demand") from None
         elastic = _get(d, "elastic", None)
         if elastic is not None:
             try:
@@ -434,6 +449,11 @@ class Job:
         return d
 
 
+#: the fields of a job, its profile and its demand (:func:`optsched.fields._check_keys`)
+_JOB_KEYS = frozenset({"id", "gpus", "weight", "model", "profile", "demand", "gpu_speed", "spread_factor", "placement", "restart_s",
+                       "tenant", "deadline_s", "remaining_s", "elastic", "preemptible"})
+_PROFILE_KEYS = frozenset({"cpus_per_gpu", "mem_per_gpu_gb", "throughput"})
+_DEMAND_KEYS = frozenset({"cpus_per_gpu", "mem_per_gpu_gb"})
 #: the fields a plain job object may have (the version-2 fields take the full reading)
 _PLAIN_KEYS = frozenset({"id", "gpus", "weight", "model", "profile", "demand", "gpu_speed", "spread_factor", "placement", "restart_s"})
 
@@ -464,7 +484,7 @@ def _plain_job(d: Any) -> Job | None:
     if type(d) is not dict or not _PLAIN_KEYS.issuperset(d):
         return None
     jid, gpus, demand, model = d.get("id"), d.get("gpus"), d.get("demand"), d.get("model")
-    if type(jid) is not str or not jid or type(gpus) is not int or gpus < 1 or type(demand) is not dict:
+    if type(jid) is not str or not jid or type(gpus) is not int or gpus < 1 or type(demand) is not dict or len(demand) != 2:
         return None
     if model is not None and (type(model) is not str or not model):
         return None

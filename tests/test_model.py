@@ -206,7 +206,45 @@ def test_instance_must_be_an_object(doc):
 
 
 def test_instance_wrapped_in_another_object():
-    _refused({"instance": base_round()}, "version", REQUIRED)
+    with pytest.raises(InputError, match="^instance: unknown field of a round file") as info:
+        Instance.from_dict({"instance": base_round()})
+    assert info.value.field == "instance"
+
+
+@pytest.mark.parametrize(("path", "key", "field", "close"), [
+    ((), "verison", "verison", "version"),
+    (("round",), "fiar", "round.fiar", "fair"),
+    (("nodes", 0), "mem", "nodes[0].mem", "mem_gb"),
+    (("jobs", 1), "weigth", "jobs[1].weigth", "weight"),
+    (("jobs", 1), "placment", "jobs[1].placment", "placement"),
+    (("jobs", 0, "profile"), "troughput", "jobs[0].profile.troughput", "throughput"),
+    (("jobs", 0, "demand"), "cpu_per_gpu", "jobs[0].demand.cpu_per_gpu", "cpus_per_gpu"),
+])
+def test_misspelt_fields_are_refused(path, key, field, close):
+    """A field the contract does not have is refused, naming it and the closest known field: read
+    as absent, a misspelt ``weight`` or ``placement`` would silently take its default."""
+    for plain in (True, False):  # also past the fast path for plain jobs (a version-2 field forces the full reading)
+        d = base_round()
+        if not plain:
+            d["jobs"][1]["tenant"] = "a"
+            d["version"] = 2
+        target = d
+        for p in path:
+            target = target[p]
+        target[key] = 2
+        e = _refused(d, field, 2)
+        assert f"did you mean {close!r}" in str(e)
+
+
+def test_numpy_values_are_refused_with_a_hint():
+    """A round built from pandas or numpy holds numpy scalars and arrays: refused as any wrong
+    type is, with the hint to pass plain Python values."""
+    import numpy as np
+
+    for path, value in [(("jobs", 0, "gpus"), np.int64(2)), (("jobs", 0, "weight"), np.float32(1.5)),
+                        (("jobs", 0, "profile", "cpus_per_gpu"), np.array([1, 2]))]:
+        with pytest.raises(InputError, match="numpy value: pass plain Python ones"):
+            Instance.from_dict(_mutated(path, value))
 
 
 def test_accepted_edge_cases():

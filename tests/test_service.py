@@ -197,6 +197,8 @@ def test_hint_is_used_and_checked(http):
         (lambda b: b.__setitem__("solver", "lns"), "solver", "lns"),  # a heuristic asked for as exact
         (lambda b: b.__setitem__("time_limit", -1), "time_limit", -1),
         (lambda b: b.__setitem__("seed", 2**40), "seed", 2**40),
+        (lambda b: b.__setitem__("tim_limit", 1), "tim_limit", 1),  # a misspelt request field is refused, not ignored
+        (lambda b: b["instance"]["jobs"][1].__setitem__("weigth", 2.0), "instance.jobs[1].weigth", 2.0),
     ],
 )
 def test_bad_input_is_422_naming_the_field(http, mutate, field, value):

@@ -54,6 +54,8 @@ __all__ = [
 MAX_SEED = 2**31 - 1
 
 _STRICT = ConfigDict(strict=True, extra="ignore")
+#: a request's own fields: a misspelt one (``tim_limit``) is a 422, not a default silently applied
+_REQUEST = ConfigDict(strict=True, extra="forbid")
 NonEmpty = Annotated[str, Field(min_length=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -206,7 +208,7 @@ Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 class SolveRequest(BaseModel):
     """``POST /v1/solve``: what ``solve_round(instance, method, solver=, time_limit=, seed=, hint=, options=)`` takes."""
 
-    model_config = _STRICT
+    model_config = _REQUEST
     instance: ContractInstance
     method: Method = "auto"
     solver: NonEmpty | None = Field(None, description="a registered solver by name (GET /v1/methods); overrides the family default")
@@ -238,7 +240,7 @@ class SolveResponse(BaseModel):
 class CheckRequest(BaseModel):
     """``POST /v1/check``: the independent checker on one decision."""
 
-    model_config = _STRICT
+    model_config = _REQUEST
     instance: ContractInstance
     schedule: ScheduleModel
 
@@ -261,7 +263,7 @@ class CheckResponse(BaseModel):
 class ValidateRequest(BaseModel):
     """``POST /v1/validate``: judge an external decision against a reference solve (``optsched validate``)."""
 
-    model_config = _STRICT
+    model_config = _REQUEST
     instance: ContractInstance
     decision: ScheduleModel
     solver: NonEmpty = Field("cpsat", description="the reference solver (default cpsat)")
