@@ -60,6 +60,75 @@ def test_a_schema_reads_microseconds_chips_and_comments(tmp_path):
     assert tr.notes == {"dropped_cpu_only": 1, "dropped_zero_duration": 1}
 
 
+# an Alibaba PAI 2020 task table: tasks of a job (inst_num), GPUs and cores in percent, a type column
+PAI = """job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type
+a,worker,4,Terminated,1590000000,1590003600,600,29.3,200,V100
+b,worker,1,Failed,1590000100,1590000200,1200,120,25,T4
+c,ps,2,Terminated,1590000300,1590000900,400,10,,MISC
+d,worker,2,Terminated,1590000400,1590000500,400,10,0,MISC
+e,worker,8,Terminated,1590000500,1590001500,800,60,800,T4
+"""
+
+
+def test_a_schema_reads_tasks_and_units_of_percent(tmp_path):
+    """PAI 2020's layout: ``instances`` tasks per job, each with ``plan_gpu`` percent of a GPU and
+    ``plan_cpu`` percent of a core (``gpu_unit`` / ``cpu_unit`` 0.01); a fraction of a GPU is one
+    whole GPU, counted; a blank GPU cell is required, a zero one is a CPU-only job (dropped)."""
+    p = _write(tmp_path, "pai.csv", PAI.replace(",400,10,,MISC", ",400,10,0,MISC"))
+    schema = CsvSchema({"id": "job_name", "submit": "start_time", "end": "end_time", "gpus": "plan_gpu", "instances": "inst_num",
+                        "cpu_cores": "plan_cpu", "mem_gib": "plan_mem", "gpu_type": "gpu_type"}, gpu_unit=0.01, cpu_unit=0.01)
+    tr = load_csv(p, schema)
+    assert tr.job_id == ("a", "b", "e") and tr.gpus.tolist() == [8, 1, 64]
+    np.testing.assert_allclose(tr.cpu_cores, [24.0, 12.0, 64.0])
+    np.testing.assert_allclose(tr.mem_gib, [4 * 29.3, 120.0, 480.0])
+    assert tr.notes == {"fractional_gpu_as_whole": 1, "dropped_cpu_only": 2}
+    with pytest.raises(InputError, match=r"pai2.csv\[line 4\].plan_gpu: is required"):
+        load_csv(_write(tmp_path, "pai2.csv", PAI), schema)
+    with pytest.raises(InputError, match="gpu_unit"):
+        CsvSchema(schema.columns, gpu_unit=0)
+
+
+def test_the_workload_counts_what_it_cannot_honour(tmp_path, capsys):
+    """A per-GPU request above the profile grid takes the grid's top, and a GPU-type constraint
+    whose types hold fewer GPUs than the job is ignored: both counted in the notes, which
+    ``optsched simulate`` prints. A job that ends before it starts is dropped, counted apart."""
+    p = _write(tmp_path, "t.csv", "job_id,submit_time_s,duration_s,num_gpus,cpus_per_gpu,gpu_type\n"
+                                  "a,0,60,1,500,\nb,10,60,16,,P100\nc,20,60,1,,\nd,30,-5,1,,\n")
+    tr = load_trace(p)
+    assert tr.notes == {"dropped_negative_duration": 1}
+    nodes = cluster.heterogeneous([(1, "V100", 8, 64, 512), (1, "P100", 8, 64, 512)])
+    work = build_workload(tr, nodes)
+    assert work.notes["demand_above_grid"] == 1 and work.notes["gpu_type_too_small"] == 1
+    assert {j.id: sorted(j.gpu_speed or {}) for j in work.jobs}["b"] == ["P100", "V100"]
+    assert main(["simulate", str(p), "--cluster", "2x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o")]) == 0
+    assert "demand_above_grid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "extra", "message"), [
+    ("job_id,submit_time_s,duration_s,num_gpus\n", [], "trace: holds no job to replay"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,0\n", [], "dropped_cpu_only"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--start", "2d"], "--start/--length: the window holds no jobs"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--min-duration", "1h"], "--min-duration/--max-duration: keep no job"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,64\n", ["--cap-mode", "drop", "--cluster", "2x8"], "--cap-mode: drops every job"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--cpus", "0"], "--cpus: must be >= 1"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--cluster", "4x0"], "--cluster: needs at least one node"),
+])
+def test_simulate_says_why_nothing_is_left_to_replay(tmp_path, capsys, text, extra, message):
+    p = _write(tmp_path, "t.csv", text)
+    assert main(["simulate", str(p), "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o"), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_simulate_warns_when_times_look_like_another_unit(tmp_path, capsys):
+    p = _write(tmp_path, "us.csv", "job,t,g,d\n" + "".join(f"j{i},{1_700_000_000_000_000 + i * 10**9},1,{600 * 10**6}\n" for i in range(5)))
+    args = ["simulate", str(p), "--columns", "id=job,submit=t,gpus=g,duration=d", "--allocator", "fungible-greedy", "--no-progress",
+            "--horizon", "1d", "-o", str(tmp_path / "o")]
+    assert main(args) == 0
+    assert "another unit" in capsys.readouterr().err
+    assert main([*args, "--time-unit", "us"]) == 0
+    assert "another unit" not in capsys.readouterr().err
+
+
 def test_a_schema_file_with_datetimes_and_end_times(tmp_path):
     p = _write(tmp_path, "dt.csv", "name,queued,started,finished,chips\n"
                                    "x,01/02/2024 10:00:00,01/02/2024 10:05:00,01/02/2024 11:05:00,2\n"
@@ -90,10 +159,10 @@ def test_a_schema_names_the_missing_column_and_the_bad_cell(tmp_path):
     p = _write(tmp_path, "chips.csv", CHIPS)
     with pytest.raises(InputError, match="num_gpus"):
         load_csv(p, CsvSchema({"submit": "submitted_at", "gpus": "num_gpus", "duration": "run_s"}))
-    bad = _write(tmp_path, "bad.csv", "t,g,d\nsoon,1,5\n")
+    bad = _write(tmp_path, "bad.csv", "# a comment\nt,g,d\n1,1,5\n\nsoon,1,5\n")
     with pytest.raises(InputError) as e:
         load_csv(bad, CsvSchema({"submit": "t", "gpus": "g", "duration": "d"}))
-    assert e.value.field == "bad.csv[row 0].t"
+    assert e.value.field == "bad.csv[line 5].t"  # the line an editor shows: comment, header and blank lines counted
 
 
 def test_simulate_reads_a_csv_through_columns(tmp_path, capsys):

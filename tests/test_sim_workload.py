@@ -84,9 +84,31 @@ j3,u3,vcA,0,1,COMPLETED,2020-04-01 00:11:00,60
     assert load_trace(q).job_id == ("y", "x")  # format sniffed from the header
 
 
+@pytest.mark.parametrize("sep", [",", ", ", ";", "\t", "|"])
+def test_traces_with_other_separators_a_bom_and_padded_names_are_read(tmp_path, sep):
+    """A byte-order mark, blanks after the separator, and a semicolon, tab or bar separator (found
+    from the header) read as the plain comma-separated file does."""
+    rows = ["job_id", "submit_time_s", "duration_s", "num_gpus"], ["a", "0", "60", "1"], ["b", "30", "90", "2"]
+    plain = load_trace(_write(tmp_path, "plain.csv", "\n".join(",".join(r) for r in rows)))
+    text = "\ufeff" + "\n".join(sep.join(r) for r in rows)
+    other = load_trace(_write(tmp_path, "other.csv", text))
+    assert other.job_id == plain.job_id and other.gpus.tolist() == plain.gpus.tolist() == [1, 2]
+    assert other.duration_s.tolist() == plain.duration_s.tolist()
+
+
+def test_an_unknown_header_error_is_short_and_json_is_named(tmp_path):
+    wide = _write(tmp_path, "wide.csv", ",".join(f"column_{i}_{'x' * 60}" for i in range(500)) + "\n1\n")
+    with pytest.raises(InputError, match="unrecognised trace header") as e:
+        load_trace(wide)
+    assert len(str(e.value)) < 2_000 and "476 more" in str(e.value)
+    js = _write(tmp_path, "jobs.json", '[{"job_id": "a", "submit": 0}]')
+    with pytest.raises(InputError, match="looks like JSON"):
+        load_trace(js)
+
+
 def test_loaders_name_the_bad_field(tmp_path):
     p = _write(tmp_path, "bad.csv", "job_id,submit_time_s,duration_s,num_gpus\na,0,ten,1")
-    with pytest.raises(InputError, match=r"bad.csv\[row 0\].duration_s"):
+    with pytest.raises(InputError, match=r"bad.csv\[line 2\].duration_s"):
         load_normalized(p)
     q = _write(tmp_path, "bad2.csv", "job_id,submit_time_s,duration_s\na,0,1")
     with pytest.raises(InputError, match="num_gpus"):

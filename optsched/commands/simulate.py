@@ -23,7 +23,7 @@ from optsched.sim.policies import POLICIES
 from optsched.sim.result import summarise
 from optsched.sim.shadow import write_rounds_csv
 from optsched.sim.traces import CsvSchema
-from optsched.sim.workload import parse_duration
+from optsched.sim.workload import Workload, parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -105,16 +105,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # real traces of any layout, reproducible budgets
     p.add_argument("--columns", default=None,
                    help="read a CSV of another layout: FIELD=COLUMN pairs, e.g. submit=submitted_at,gpus=num_chips,duration=run_s "
-                        "(fields: id, submit, duration or end [start], gpus, gpu_fraction, cpu_cores, mem_gib, cpus_per_gpu, "
+                        "(fields: id, submit, duration or end [start], gpus, instances, gpu_fraction, cpu_cores, mem_gib, cpus_per_gpu, "
                         "mem_per_gpu_gb, tenant, gpu_type, model); adds to --schema's columns")
     p.add_argument("--time-unit", default=None, choices=("s", "ms", "us", "min", "h"),
                    help="unit of the submit/start/end (and duration) numbers of a --columns/--schema CSV (default s)")
+    p.add_argument("--gpu-unit", type=float, default=None,
+                   help="GPUs one unit of a --columns/--schema CSV's gpus column stands for (default 1; 0.01 for a column in "
+                        "percent of a GPU, as Alibaba PAI 2020's plan_gpu); counts that are not whole are rounded up")
+    p.add_argument("--cpu-unit", type=float, default=None,
+                   help="cores one unit of a --columns/--schema CSV's cpu_cores column stands for (default 1; 0.01 for PAI 2020's plan_cpu)")
     p.add_argument("--schema", default=None,
-                   help="JSON or TOML file describing a CSV layout: columns, time_unit, duration_unit, datetime_format, comment")
+                   help="JSON or TOML file describing a CSV layout: columns, time_unit, duration_unit, datetime_format, comment, gpu_unit, cpu_unit")
     p.add_argument("--deterministic-time", type=float, default=None,
                    help="per-round budget in CP-SAT deterministic seconds for cpsat and lns, so that results do not depend "
                         "on the machine's load (--time-limit stays a wall-clock cap); fixed-demand and fungible-greedy are "
                         "deterministic anyway; other allocators refuse it")
+
+
+#: prepare()'s setting names -> the options that set them (its errors name the option)
+_OPTION_OF = {"start/length": "--start/--length", "min_duration/max_duration": "--min-duration/--max-duration", "cap_mode": "--cap-mode",
+              "target_load": "--target-load", "cpus": "--cpus", "mem_gb": "--mem-gb", "max_gpus": "--cluster", "cluster": "--cluster", "trace": "trace"}
+
+
+def _warn_on_units(workload: Workload) -> None:
+    """Warn where the workload's times look like another unit than the one they were read in:
+    a median job of more than 30 days, or arrivals spread over more than 5 years (times in ms or
+    µs read as seconds)."""
+    if not len(workload):
+        return
+    durations = sorted(j.duration_s for j in workload.jobs)
+    median = durations[len(durations) // 2]
+    span = workload.jobs[-1].submit_s - workload.jobs[0].submit_s
+    if median > 30 * 86_400 or span > 5 * 365 * 86_400:
+        print(f"warning: the median job runs {median / 86_400:,.0f} days and arrivals span {span / 86_400:,.0f} days: are the trace's "
+              "times in another unit? (--time-unit ms/us for a --columns/--schema CSV)", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,15 +169,19 @@ def run(args: argparse.Namespace) -> int:
         check_deterministic_time([*allocators, *([args.shadow] if args.shadow else [])], args.deterministic_time)
     except InputError as e:
         raise InputError("--deterministic-time", e.value, e.problem) from None
-    setup = prepare(
-        args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
-        length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
-        min_duration=args.min_duration, max_duration=args.max_duration, cap_mode=args.cap_mode, seed=args.seed,
-        mix=parse_mix(args.mix), restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
-        schema=_schema(args),
-    )
-    if len(setup.workload) == 0:
-        raise InputError("--start/--length", f"{args.start}/{args.length}", "the window holds no jobs")
+    try:
+        setup = prepare(
+            args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
+            length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
+            min_duration=args.min_duration, max_duration=args.max_duration, cap_mode=args.cap_mode, seed=args.seed,
+            mix=parse_mix(args.mix), restart_s=parse_duration(args.restart, "--restart"), spread_factor=args.spread_factor,
+            schema=_schema(args),
+        )
+    except InputError as e:  # the settings prepare() names, as the options that set them
+        if e.field in _OPTION_OF:
+            raise InputError(_OPTION_OF[e.field], e.value, e.problem) from None
+        raise
+    _warn_on_units(setup.workload)
     out = Path(args.out)
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
     cfg = SimConfig(
@@ -198,13 +226,15 @@ def _schema(args: argparse.Namespace) -> CsvSchema | None:
     """The CSV layout of ``--schema`` and ``--columns`` (columns merged, ``--columns`` winning),
     with ``--time-unit``; ``None`` when neither is given."""
     if args.schema is None and args.columns is None:
-        if args.time_unit is not None:
-            raise InputError("--time-unit", args.time_unit, "applies only with --columns or --schema")
+        for flag, value in (("--time-unit", args.time_unit), ("--gpu-unit", args.gpu_unit), ("--cpu-unit", args.cpu_unit)):
+            if value is not None:
+                raise InputError(flag, value, "applies only with --columns or --schema")
         return None
     columns = CsvSchema.parse_columns(args.columns) if args.columns else {}
     if args.schema:
-        return CsvSchema.from_file(args.schema, columns=columns, time_unit=args.time_unit)
-    return CsvSchema(columns, time_unit=args.time_unit or "s")
+        return CsvSchema.from_file(args.schema, columns=columns, time_unit=args.time_unit, gpu_unit=args.gpu_unit, cpu_unit=args.cpu_unit)
+    return CsvSchema(columns, time_unit=args.time_unit or "s", gpu_unit=1.0 if args.gpu_unit is None else args.gpu_unit,
+                     cpu_unit=1.0 if args.cpu_unit is None else args.cpu_unit)
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:

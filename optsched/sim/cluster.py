@@ -49,8 +49,12 @@ def homogeneous(
     n_nodes: int, *, gpus: int = 8, cpus: int = 64, mem_gb: int = 512, gpu_type: str = "V100", rack_size: int | None = 16
 ) -> tuple[Node, ...]:
     """``n_nodes`` identical servers (default 8 GPUs, 64 cores, 512 GB, V100)."""
-    if n_nodes < 1:
-        raise InputError("cluster.nodes", n_nodes, "must be >= 1")
+    if n_nodes < 1 or gpus < 1:
+        raise InputError("cluster", f"{n_nodes}x{gpus}", "needs at least one node of at least one GPU")
+    if cpus < 1:  # a node without a core or a GB runs no job: every replay would stall
+        raise InputError("cpus", cpus, "must be >= 1 core per node")
+    if mem_gb < 1:
+        raise InputError("mem_gb", mem_gb, "must be >= 1 GB per node")
     return _nodes([(n_nodes, gpu_type, gpus, cpus, mem_gb)], rack_size)
 
 
@@ -150,6 +154,8 @@ def parse_cluster(spec: str, *, cpus: int = 64, mem_gb: int = 512) -> tuple[Node
         n, x, g = kind.partition("x")
         if x:
             return homogeneous(int(n), gpus=int(g), cpus=cpus, mem_gb=mem_gb, gpu_type=rest or "V100")
+    except InputError:
+        raise  # a well-formed spec with a bad value: say which
     except ValueError:
         pass
     raise InputError("cluster", spec, "use NxG[:TYPE] (e.g. 64x8), mix:NAME:N, pai2020[:FRACTION] or alibaba2023[:FRACTION]")

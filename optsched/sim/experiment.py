@@ -148,14 +148,22 @@ def prepare(
     cap gangs to the largest GPU type's total, and assign models with ``seed``."""
     nodes = clusters.parse_cluster(cluster, cpus=cpus, mem_gb=mem_gb) if isinstance(cluster, str) else tuple(cluster)
     trace = open_trace(trace_path, fmt, seed=seed, schema=schema)
+    if len(trace) == 0:
+        raise InputError("trace", str(trace_path), f"holds no job to replay (what was dropped while reading: {dict(trace.notes) or 'nothing'})")
     trace = wl.window(trace, parse_duration(start, "start") or 0.0, parse_duration(length, "length"), max_jobs)
+    if len(trace) == 0:
+        raise InputError("start/length", f"{start}/{length}", "the window holds no jobs")
     lo, hi = parse_duration(min_duration, "min_duration"), parse_duration(max_duration, "max_duration")
     if lo is not None or hi is not None:
         trace = wl.filter_durations(trace, lo, hi)
+        if len(trace) == 0:
+            raise InputError("min_duration/max_duration", f"{min_duration}/{max_duration}", "keep no job of the window")
     per_type: dict[str, int] = {}
     for nd in nodes:
         per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
     trace = wl.cap_sizes(trace, max(per_type.values()), cap_mode)
+    if len(trace) == 0:
+        raise InputError("cap_mode", cap_mode, f"drops every job: each needs more than the largest GPU type's {max(per_type.values())} GPUs")
     total_gpus = sum(per_type.values())
     if target_load is not None:
         if not target_load > 0:

@@ -184,15 +184,48 @@ class Trace:
 # --- CSV readers ----------------------------------------------------------------------------------
 
 
+#: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
+DELIMITERS = (",", "\t", ";", "|")
+
+
+class Rows(list[dict[str, str]]):
+    """A CSV file's data rows, each with the file line it ends on (1-based, counting the header
+    and comment lines), so that errors name the line an editor shows."""
+
+    def __init__(self, rows: Iterable[dict[str, str]], lines: Sequence[int]) -> None:
+        super().__init__(rows)
+        self.lines = list(lines)
+
+
+def _delimiter(header: str) -> str:
+    """The separator of a CSV file, from its header line (:data:`DELIMITERS`; a comma wherever
+    the header has one)."""
+    if "," in header:
+        return ","
+    counts = {d: header.count(d) for d in DELIMITERS[1:]}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
 def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None,
-              comment: str = "#", what: str = "missing required column(s)") -> list[dict[str, str]]:
-    """The rows of a CSV file (lines starting with ``comment`` and empty lines skipped); every
-    column of ``required`` must be in its header, else an error naming the file's columns."""
+              comment: str = "#", what: str = "missing required column(s)", delimiter: str | None = None) -> Rows:
+    """The rows of a CSV file (lines starting with ``comment`` and empty lines skipped; a UTF-8
+    byte-order mark, blanks after a separator and around column names ignored; the separator
+    found from the header, :func:`_delimiter`, unless given); every column of ``required`` must
+    be in its header, else an error naming the file's columns."""
     p = Path(path)
+    numbers: list[int] = []
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(_uncommented(fh, comment), fieldnames=list(header) if header else None)
-            rows = list(reader)
+        with p.open(newline="", encoding="utf-8-sig") as fh:
+            lines = list(_numbered(fh, comment, numbers))
+            sep = delimiter or _delimiter(lines[0] if lines else "")
+            reader = csv.DictReader(lines, fieldnames=list(header) if header else None, delimiter=sep, skipinitialspace=True)
+            if reader.fieldnames is not None:
+                reader.fieldnames = [f.strip() for f in reader.fieldnames]
+            rows, ends = [], []
+            for r in reader:
+                rows.append(r)
+                ends.append(numbers[reader.line_num - 1])
             fields = reader.fieldnames or []
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
@@ -200,8 +233,22 @@ def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str
         raise InputError("path", str(p), f"cannot be read: {e}") from None
     missing = sorted({c for c in required if c not in fields}, key=list(required).index)
     if missing:
-        raise InputError(f"{p.name}.columns", list(fields), f"{what} {missing}")
-    return rows
+        raise InputError(f"{p.name}.columns", _short_list(fields), f"{what} {missing}")
+    return Rows(rows, ends)
+
+
+def _short_list(names: Sequence[str], most: int = 24, width: int = 40) -> list[str]:
+    """At most ``most`` names of at most ``width`` characters each (a header can be a whole file)."""
+    out = [n if len(n) <= width else n[: width - 3] + "..." for n in list(names)[:most]]
+    return out + [f"... {len(names) - most} more"] if len(names) > most else out
+
+
+def _numbered(lines: Iterable[str], comment: str, numbers: list[int]) -> Iterator[str]:
+    """:func:`_uncommented`, appending each kept line's 1-based number in the file to ``numbers``."""
+    for n, line in enumerate(lines, 1):
+        if line.strip() and not line.lstrip().startswith(comment):
+            numbers.append(n)
+            yield line
 
 
 def _uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
@@ -209,19 +256,19 @@ def _uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
     return (line for line in lines if line.strip() and not line.lstrip().startswith(comment))
 
 
-def _num(path: Path, row: int, col: str, text: str | None, *, required: bool = True) -> float:
+def _num(path: Path, line: int, col: str, text: str | None, *, required: bool = True) -> float:
     text = (text or "").strip()
     if not text:
         if required:
-            raise InputError(f"{path.name}[row {row}].{col}", text, "is required")
+            raise InputError(f"{path.name}[line {line}].{col}", text, "is required")
         return math.nan
     try:
         return float(text)
     except ValueError:
-        raise InputError(f"{path.name}[row {row}].{col}", text, "must be a number") from None
+        raise InputError(f"{path.name}[line {line}].{col}", text, "must be a number") from None
 
 
-def _time(path: Path, row: int, col: str, text: str | None) -> float:
+def _time(path: Path, line: int, col: str, text: str | None) -> float:
     """Seconds: a number, or an ISO date-time (converted to POSIX seconds, naive = UTC)."""
     text = (text or "").strip()
     try:
@@ -231,7 +278,7 @@ def _time(path: Path, row: int, col: str, text: str | None) -> float:
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise InputError(f"{path.name}[row {row}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
+        raise InputError(f"{path.name}[line {line}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
@@ -243,10 +290,10 @@ def _rebase(cols: dict[str, list[Any]]) -> None:
         cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
 
 
-def _gpu_count(path: Path, i: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
+def _gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
     """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
     if not math.isfinite(value) or value < 0 or value != int(value):
-        raise InputError(f"{path.name}[row {i}].{col}", value, "must be a whole number of GPUs >= 0")
+        raise InputError(f"{path.name}[line {line}].{col}", value, "must be a whole number of GPUs >= 0")
     if value == 0:
         notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
         return None
@@ -270,18 +317,19 @@ def load_normalized(path: str | Path) -> Trace:
         "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
-        frac = _num(p, i, "gpu_fraction", r.get("gpu_fraction"), required=False)
-        g = _gpu_count(p, i, "num_gpus", _num(p, i, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
+        ln = rows.lines[i]
+        frac = _num(p, ln, "gpu_fraction", r.get("gpu_fraction"), required=False)
+        g = _gpu_count(p, ln, "num_gpus", _num(p, ln, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
         if (r.get("censored") or "0").strip() not in ("", "0"):
             notes["censored"] = notes.get("censored", 0) + 1
         cols["job_id"].append(r["job_id"])
-        cols["submit_s"].append(_num(p, i, "submit_time_s", r["submit_time_s"]))
-        cols["duration_s"].append(_num(p, i, "duration_s", r["duration_s"]))
+        cols["submit_s"].append(_num(p, ln, "submit_time_s", r["submit_time_s"]))
+        cols["duration_s"].append(_num(p, ln, "duration_s", r["duration_s"]))
         cols["gpus"].append(g)
         for c in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
-            cols[c].append(_num(p, i, c, r.get(c), required=False))
+            cols[c].append(_num(p, ln, c, r.get(c), required=False))
         for c in ("tenant", "gpu_type", "model"):
             cols[c].append((r.get(c) or "").strip())
     _rebase(cols)
@@ -334,12 +382,13 @@ def load_philly(path: str | Path) -> Trace:
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
-        g = _gpu_count(p, i, "num_gpus", _num(p, i, "num_gpus", r["num_gpus"]), notes)
+        ln = rows.lines[i]
+        g = _gpu_count(p, ln, "num_gpus", _num(p, ln, "num_gpus", r["num_gpus"]), notes)
         if g is None:
             continue
         cols["job_id"].append(f"philly-{i}")
-        cols["submit_s"].append(_time(p, i, "timestamp", r["timestamp"]))
-        cols["duration_s"].append(_num(p, i, "duration", r["duration"]))
+        cols["submit_s"].append(_time(p, ln, "timestamp", r["timestamp"]))
+        cols["duration_s"].append(_num(p, ln, "duration", r["duration"]))
         cols["gpus"].append(g)
         cols["tenant"].append((r.get("cluster") or "").strip())
     _rebase(cols)
@@ -360,19 +409,20 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
+        ln = rows.lines[i]
         if not (r.get("scheduled_time") or "").strip():
             notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
             continue
-        milli = _num(p, i, "gpu_milli", r["gpu_milli"], required=False)
-        g = _gpu_count(p, i, "num_gpu", _num(p, i, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
+        milli = _num(p, ln, "gpu_milli", r["gpu_milli"], required=False)
+        g = _gpu_count(p, ln, "num_gpu", _num(p, ln, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
         if g is None:
             continue
         cols["job_id"].append(r["name"])
-        cols["submit_s"].append(_num(p, i, "creation_time", r["creation_time"]))
-        cols["duration_s"].append(_num(p, i, "deletion_time", r["deletion_time"]) - _num(p, i, "scheduled_time", r["scheduled_time"]))
+        cols["submit_s"].append(_num(p, ln, "creation_time", r["creation_time"]))
+        cols["duration_s"].append(_num(p, ln, "deletion_time", r["deletion_time"]) - _num(p, ln, "scheduled_time", r["scheduled_time"]))
         cols["gpus"].append(g)
-        cols["cpu_cores"].append(_num(p, i, "cpu_milli", r["cpu_milli"]) / 1000.0)
-        cols["mem_gib"].append(_num(p, i, "memory_mib", r["memory_mib"]) / 1024.0)
+        cols["cpu_cores"].append(_num(p, ln, "cpu_milli", r["cpu_milli"]) / 1000.0)
+        cols["mem_gib"].append(_num(p, ln, "memory_mib", r["memory_mib"]) / 1024.0)
         cols["tenant"].append((r.get("qos") or "").strip())
         cols["gpu_type"].append((r.get("gpu_spec") or "").strip())
     _rebase(cols)
@@ -391,12 +441,13 @@ def load_helios(path: str | Path) -> Trace:
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
-        g = _gpu_count(p, i, "gpu_num", _num(p, i, "gpu_num", r["gpu_num"]), notes)
+        ln = rows.lines[i]
+        g = _gpu_count(p, ln, "gpu_num", _num(p, ln, "gpu_num", r["gpu_num"]), notes)
         if g is None:
             continue
         cols["job_id"].append(r["job_id"])
-        cols["submit_s"].append(_time(p, i, "submit_time", r["submit_time"]))
-        cols["duration_s"].append(_num(p, i, "duration", r["duration"]))
+        cols["submit_s"].append(_time(p, ln, "submit_time", r["submit_time"]))
+        cols["duration_s"].append(_num(p, ln, "duration", r["duration"]))
         cols["gpus"].append(g)
         cols["tenant"].append((r.get("vc") or "").strip())
     _rebase(cols)
@@ -405,11 +456,15 @@ def load_helios(path: str | Path) -> Trace:
 
 
 def _drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
-    """Zero-length jobs (present in the traces) cannot be replayed: drop and count them."""
+    """Zero-length jobs (present in the traces) and jobs that end before they start (a clock
+    error in the trace) cannot be replayed: drop them, counted apart."""
     keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
-    dropped = len(cols["duration_s"]) - len(keep)
-    if dropped:
-        notes["dropped_zero_duration"] = notes.get("dropped_zero_duration", 0) + dropped
+    if len(keep) < len(cols["duration_s"]):
+        zero = sum(1 for d in cols["duration_s"] if d == 0)
+        negative = len(cols["duration_s"]) - len(keep) - zero
+        for key, n in (("dropped_zero_duration", zero), ("dropped_negative_duration", negative)):
+            if n:
+                notes[key] = notes.get(key, 0) + n
         for k in cols:
             cols[k] = [cols[k][i] for i in keep]
 
@@ -436,14 +491,21 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
         return LOADERS[fmt](path)
     p = Path(path)
     try:
-        with p.open(encoding="utf-8") as fh:
-            header = set(next(csv.reader(_uncommented(fh)), []))
+        with p.open(encoding="utf-8-sig") as fh:
+            first = next(_uncommented(fh), "")
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("path", str(p), f"cannot be read: {e}") from None
+    names = [c.strip() for c in next(csv.reader([first], delimiter=_delimiter(first), skipinitialspace=True), [])]
+    header = set(names)
     for name, cols in _SNIFF.items():
         if cols <= header:
             return LOADERS[name](p)
-    raise InputError("path", str(p), f"unrecognised trace header {sorted(header)}; pass the format, or describe the "
+    if first.lstrip()[:1] in ("{", "["):
+        raise InputError("path", str(p), "looks like JSON; traces are CSV files (normalized, Philly, Alibaba, Helios, or any layout "
+                                         "described with --columns / --schema): convert it to CSV first")
+    raise InputError("path", str(p), f"unrecognised trace header {_short_list(names)}; pass the format, or describe the "
                       "columns with a CsvSchema (optsched simulate --columns / --schema)")
 
 
@@ -453,7 +515,7 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
 TIME_UNITS: Mapping[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 #: the trace fields a schema can map to CSV columns: ``submit``, ``gpus`` and one of ``duration``
 #: / ``end`` are required (``end`` minus ``start``, or minus ``submit`` without a ``start``)
-SCHEMA_FIELDS = ("id", "submit", "duration", "start", "end", "gpus", "gpu_fraction", "cpu_cores", "mem_gib",
+SCHEMA_FIELDS = ("id", "submit", "duration", "start", "end", "gpus", "instances", "gpu_fraction", "cpu_cores", "mem_gib",
                  "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")
 
 
@@ -463,11 +525,15 @@ class CsvSchema:
     the times, a date-time format, and the comment marker.
 
     ``columns`` maps :data:`SCHEMA_FIELDS` to column names (unmapped fields are absent; ``id``
-    defaults to the row number). ``time_unit`` is the unit of numeric ``submit`` / ``start`` /
+    defaults to the row number). ``instances`` is a count of identical tasks of one job, each
+    asking for ``gpus``, ``cpu_cores`` and ``mem_gib`` (the job asks for that many times as much). ``time_unit`` is the unit of numeric ``submit`` / ``start`` /
     ``end`` values and ``duration_unit`` that of ``duration`` (default: ``time_unit``), each one of
     :data:`TIME_UNITS`. Times may instead be date-times: in ``datetime_format`` (``strptime``
     codes) when given, else ISO 8601; naive ones are UTC. Lines starting with ``comment`` are
-    skipped (every loader skips ``#`` lines).
+    skipped (every loader skips ``#`` lines). ``gpu_unit`` is the GPUs one unit of the ``gpus``
+    column stands for (Alibaba PAI 2020's ``plan_gpu`` is in percent of a GPU: 0.01); a count that
+    is not whole is rounded up and counted in ``notes["fractional_gpu_as_whole"]``. ``cpu_unit``
+    is the cores one unit of ``cpu_cores`` stands for (PAI 2020's ``plan_cpu``: 0.01).
     """
 
     columns: Mapping[str, str]
@@ -475,6 +541,8 @@ class CsvSchema:
     duration_unit: str | None = None
     datetime_format: str | None = None
     comment: str = "#"
+    gpu_unit: float = 1.0
+    cpu_unit: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.columns, Mapping):
@@ -497,6 +565,11 @@ class CsvSchema:
             raise InputError("datetime_format", self.datetime_format, "must be a strptime format such as %Y-%m-%d %H:%M:%S")
         if not isinstance(self.comment, str) or not self.comment:
             raise InputError("comment", self.comment, "must be a non-empty marker such as #")
+        for name, what in (("gpu_unit", "GPUs one unit of the gpus column"), ("cpu_unit", "cores one unit of the cpu_cores column")):
+            u = getattr(self, name)
+            if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u < math.inf:
+                raise InputError(name, u, f"must be a number > 0: the {what} stands for")
+            object.__setattr__(self, name, float(u))
         object.__setattr__(self, "columns", MappingProxyType(dict(self.columns)))
 
     @staticmethod
@@ -513,7 +586,7 @@ class CsvSchema:
     @classmethod
     def from_file(cls, path: str | Path, *, columns: Mapping[str, str] | None = None, **settings: Any) -> CsvSchema:
         """A schema file: JSON (or TOML for ``.toml``) with ``columns`` and optionally
-        ``time_unit``, ``duration_unit``, ``datetime_format`` and ``comment``. ``columns`` are
+        ``time_unit``, ``duration_unit``, ``datetime_format``, ``comment``, ``gpu_unit`` and ``cpu_unit``. ``columns`` are
         added to (and replace) the file's, and ``settings`` that are not ``None`` replace its."""
         p = Path(path)
         try:
@@ -529,9 +602,10 @@ class CsvSchema:
             raise InputError("schema", str(p), f"is not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}") from None
         if not isinstance(doc, dict) or "columns" not in doc:
             raise InputError("schema", str(p), "must be an object with a 'columns' map")
-        unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment"}
+        unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment", "gpu_unit", "cpu_unit"}
         if unknown:
-            raise InputError("schema", sorted(unknown), "unknown key(s); known: columns, time_unit, duration_unit, datetime_format, comment")
+            raise InputError("schema", sorted(unknown), "unknown key(s); known: columns, time_unit, duration_unit, datetime_format, comment, "
+                             "gpu_unit, cpu_unit")
         if not isinstance(doc["columns"], dict):
             raise InputError("schema.columns", doc["columns"], "must map trace fields to CSV column names")
         doc["columns"] = {**doc["columns"], **(columns or {})}
@@ -540,7 +614,8 @@ class CsvSchema:
 
     def to_dict(self) -> dict[str, Any]:
         return {"columns": dict(self.columns), "time_unit": self.time_unit, "duration_unit": self.duration_unit,
-                "datetime_format": self.datetime_format, "comment": self.comment}
+                "datetime_format": self.datetime_format, "comment": self.comment, "gpu_unit": self.gpu_unit,
+                "cpu_unit": self.cpu_unit}
 
 
 def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
@@ -564,28 +639,39 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
             dt = datetime.strptime(text, schema.datetime_format) if schema.datetime_format else datetime.fromisoformat(text)
         except ValueError:
             what = f"a date-time in {schema.datetime_format!r}" if schema.datetime_format else "an ISO date-time"
-            raise InputError(f"{p.name}[row {i}].{c[field]}", text, f"must be a number of {schema.time_unit} or {what}") from None
+            raise InputError(f"{p.name}[line {rows.lines[i]}].{c[field]}", text, f"must be a number of {schema.time_unit} or {what}") from None
         return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
     cols: dict[str, list[Any]] = {k: [] for k in (
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
-        frac = _num(p, i, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
-        g = _gpu_count(p, i, c["gpus"], _num(p, i, c["gpus"], r[c["gpus"]]), notes, 1.0 if math.isnan(frac) else frac)
+        ln = rows.lines[i]
+        frac = _num(p, ln, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
+        raw = _num(p, ln, c["gpus"], r[c["gpus"]])
+        tasks = _num(p, ln, c["instances"], r[c["instances"]]) if "instances" in c else 1.0
+        if not (math.isfinite(tasks) and tasks >= 1 and tasks == int(tasks)):
+            raise InputError(f"{p.name}[line {ln}].{c['instances']}", tasks, "must be a whole number of tasks >= 1")
+        if (schema.gpu_unit != 1.0 or tasks != 1) and math.isfinite(raw) and raw > 0:
+            raw *= schema.gpu_unit * tasks
+            if abs(raw - round(raw)) > 1e-9:
+                frac, raw = raw, float(math.ceil(raw))
+            else:
+                raw = float(round(raw))
+        g = _gpu_count(p, ln, c["gpus"], raw, notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
         submit = when(i, "submit")
         if "duration" in c:
-            dur = _num(p, i, c["duration"], r[c["duration"]]) * du
+            dur = _num(p, ln, c["duration"], r[c["duration"]]) * du
         else:
             dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
         cols["job_id"].append(r[c["id"]].strip() if "id" in c else f"{p.stem}-{i}")
         cols["submit_s"].append(submit)
         cols["duration_s"].append(dur)
         cols["gpus"].append(g)
-        for f in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
-            cols[f].append(_num(p, i, c[f], r.get(c[f]), required=False) if f in c else math.nan)
+        for f, scale in (("cpu_cores", schema.cpu_unit * tasks), ("mem_gib", tasks), ("cpus_per_gpu", 1.0), ("mem_per_gpu_gb", 1.0)):
+            cols[f].append(_num(p, ln, c[f], r.get(c[f]), required=False) * scale if f in c else math.nan)
         for f in ("tenant", "gpu_type", "model"):
             cols[f].append((r.get(c[f]) or "").strip() if f in c else "")
     _rebase(cols)

@@ -209,10 +209,12 @@ def build_workload(
 
     The fixed demand is the trace's per-GPU request where it has one (Alibaba's ``cpu_cores`` /
     ``mem_gib`` divided by the GPUs, or ``cpus_per_gpu`` / ``mem_per_gpu_gb``) snapped to the
-    profile grid, otherwise the catalogue's demand (the fair share). A GPU-type constraint
+    profile grid (a request above the grid's top takes the top, counted in
+    ``notes["demand_above_grid"]``), otherwise the catalogue's demand (the fair share). A GPU-type constraint
     (``gpu_type``, ``|``-separated) restricts ``gpu_speed`` to the allowed types the cluster has;
     a constraint naming none of the cluster's types is ignored and counted in the workload's
-    ``notes["gpu_type_unmatched"]``.
+    ``notes["gpu_type_unmatched"]``, and so is one whose types together hold fewer GPUs than the
+    job needs (``notes["gpu_type_too_small"]``: it could never start).
     """
     if not 0 < spread_factor <= 1:
         raise InputError("spread_factor", spread_factor, "must be in (0, 1]")
@@ -227,7 +229,10 @@ def build_workload(
     profiles: dict[tuple[str, int], Profile] = {}
     speeds: dict[str, Mapping[str, float]] = {}
     jobs: list[SimJob] = []
-    unmatched = 0
+    unmatched = clipped = too_small = 0
+    type_gpus: dict[str, int] = {}
+    for nd in nodes:
+        type_gpus[nd.gpu_type] = type_gpus.get(nd.gpu_type, 0) + nd.gpus
     aliases = dict(getattr(cat, "ALIASES", None) or {})
     for i in range(n):
         model = trace.model[i] or sampled[i]
@@ -241,17 +246,20 @@ def build_workload(
         if key not in profiles:
             profiles[key] = cat.profile(model, g)
         prof = profiles[key]
-        dem = _demand(trace, i, prof, cat, model, g)
+        dem, above = _demand(trace, i, prof, cat, model, g)
+        clipped += above
         if model not in speeds:
             speeds[model] = dict(cat.gpu_speeds(model, gpu_types))
         sp = dict(speeds[model])
         if trace.gpu_type[i]:
             allowed = {t for t in trace.gpu_type[i].split("|") if t}
             restricted = {t: v for t, v in sp.items() if t in allowed}
-            if restricted:
-                sp = restricted
-            else:
+            if not restricted:
                 unmatched += 1
+            elif max(type_gpus[t] for t in restricted) < g:
+                too_small += 1  # no allowed type has the GPUs: the job could never start there
+            else:
+                sp = restricted
         jobs.append(SimJob(
             id=trace.job_id[i], submit_s=float(trace.submit_s[i]), gpus=g, duration_s=float(trace.duration_s[i]),
             model=model, profile=prof, demand=dem, gpu_speed=sp or None, spread_factor=spread_factor,
@@ -260,17 +268,24 @@ def build_workload(
     notes = dict(trace.notes)
     if unmatched:
         notes["gpu_type_unmatched"] = unmatched
+    if clipped:
+        notes["demand_above_grid"] = clipped
+    if too_small:
+        notes["gpu_type_too_small"] = too_small
     return Workload(name=trace.name, jobs=tuple(jobs), notes=notes)
 
 
-def _demand(trace: Trace, i: int, prof: Profile, cat: Catalogue, model: str, g: int) -> tuple[int, int]:
+def _demand(trace: Trace, i: int, prof: Profile, cat: Catalogue, model: str, g: int) -> tuple[tuple[int, int], bool]:
+    """The job's fixed demand on its profile's grid, and whether the trace asked for more cores or
+    memory per GPU than the grid's top (then the top is taken; counted in ``demand_above_grid``)."""
     c, m = float(trace.cpus_per_gpu[i]), float(trace.mem_per_gpu_gb[i])
     if math.isnan(c) and math.isfinite(trace.cpu_cores[i]):
         c = float(trace.cpu_cores[i]) / g
     if math.isnan(m) and math.isfinite(trace.mem_gib[i]):
         m = float(trace.mem_gib[i]) / g
+    above = (not math.isnan(c) and c > prof.cpus_per_gpu[-1]) or (not math.isnan(m) and m > prof.mem_per_gpu_gb[-1])
     if math.isnan(c) or math.isnan(m):
         base = tuple(cat.demand(model, g))
         c = base[0] if math.isnan(c) else c
         m = base[1] if math.isnan(m) else m
-    return snap(c, prof.cpus_per_gpu), snap(m, prof.mem_per_gpu_gb)
+    return (snap(c, prof.cpus_per_gpu), snap(m, prof.mem_per_gpu_gb)), above
