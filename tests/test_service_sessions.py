@@ -39,6 +39,8 @@ def test_a_session_round_trip_reuses_an_identical_round_and_forgets_on_delete():
         assert bad.status_code == 422
         greedy = client.post("/v1/sessions/x/solve", json={"instance": TINY, "solver": "fungible-greedy"})
         assert greedy.status_code == 422 and greedy.json()["field"] == "solver"
+        typo = client.post("/v1/sessions/x/solve", json={"instance": TINY, "gap_targt": 0.01})
+        assert typo.status_code == 422 and typo.json()["field"] == "gap_targt"
 
 
 def test_the_store_is_bounded_least_recently_used_first_and_forgets_after_its_ttl():

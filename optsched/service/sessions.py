@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from optsched.errors import InputError
 from optsched.service.config import ServiceConfig
 from optsched.service.pool import SolvePool
-from optsched.service.schemas import _STRICT, ContractInstance, NonEmpty, Seed, SolveResponse, TimeLimit
+from optsched.service.schemas import _REQUEST, ContractInstance, NonEmpty, Seed, SolveResponse, TimeLimit
 
 __all__ = ["MAX_SESSIONS", "SESSION_TTL_S", "SessionSolveRequest", "SessionSolveResponse", "SessionStore", "add_session_routes"]
 
@@ -93,7 +93,7 @@ class SessionStore:
 class SessionSolveRequest(BaseModel):
     """``POST /v1/sessions/{session_id}/solve``: the session's next round."""
 
-    model_config = _STRICT
+    model_config = _REQUEST
     instance: ContractInstance
     solver: NonEmpty = Field("cpsat", description="a registered solver that takes hints (GET /v1/methods)")
     time_limit: TimeLimit = None
