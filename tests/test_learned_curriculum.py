@@ -7,9 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from optsched import check_schedule
+from optsched import check_schedule, solve_round
+from optsched.catalogue import MODELS, profile
 from optsched.errors import InputError
-from optsched.learned.curriculum import _TYPES, CurriculumConfig, broad_round, run_curriculum, unfamiliar_round
+from optsched.learned.curriculum import (
+    _TYPES,
+    CurriculumConfig,
+    broad_round,
+    run_curriculum,
+    shapes_round,
+    unfamiliar_round,
+)
 from optsched.learned.inference import load_npz
 from optsched.learned.solver import policy_schedule
 
@@ -32,6 +40,19 @@ def test_unfamiliar_round_uses_settings_outside_the_broad_distribution() -> None
         assert len(r.jobs) == 18
         assert {n.gpu_type for n in r.nodes}.isdisjoint(_TYPES)
         assert r.nodes[0].gpus in (2, 6)
+
+
+def test_shapes_round_draws_profiles_of_no_catalogue_model() -> None:
+    rounds = [shapes_round(4, 12, seed=s) for s in range(12)]
+    assert shapes_round(4, 12, seed=5) == rounds[5]
+    known = {profile(m, g, grid=grid) for m in MODELS for g in (1, 2, 4, 8) for grid in ("full", "coarse", "minimal")}
+    for r in rounds:
+        assert len(r.jobs) == 12 and all(j.model is None and j.profile not in known for j in r.jobs)
+        assert all(j.demand in {(c, m) for c, m, _ in j.profile.points()} for j in r.jobs)
+    assert len({j.profile.shape for r in rounds for j in r.jobs}) > 10
+    assert any(j.placement for r in rounds for j in r.jobs)
+    r = solve_round(rounds[0], method="learned")
+    assert check_schedule(rounds[0], r.schedule).feasible
 
 
 def test_curriculum_config_refuses_bad_values() -> None:

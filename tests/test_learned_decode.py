@@ -59,6 +59,27 @@ def test_decoding_splits_a_gang_that_fits_no_node(net) -> None:
     assert sched.jobs["j"].cpus_per_gpu == 2  # the leftover pass upgrades to the better point
 
 
+@pytest.mark.parametrize("prefer_lean", [True, False])
+def test_decoding_spreads_a_gang_its_node_starves(prefer_lean) -> None:
+    """A 2-GPU gang whose memory-hungry point fits one 2-GPU node only at its lean point (2 x 62
+    GB > 90 GB) runs on both nodes at the rich point (5x the throughput, 0.9 for the spread),
+    whatever point the scores prefer; where the rich point fits one node, it stays whole."""
+    prof = Profile((1, 9), (21, 62), ((1.0, 1.0), (1.0, 5.0)))
+    job = Job("j", 2, prof, (1, 21), spread_factor=0.9)
+    nodes = (Node("a", "V100M32", 2, 20, 90), Node("b", "V100M32", 2, 20, 90))
+    inst = Instance("starved", nodes, (job,))
+    f = featurise(inst)
+    point = np.array([[1.0, 0.0, 0.0, 0.0] if prefer_lean else [0.0, 0.0, 0.0, 1.0]])[:, : f.point.shape[1]]
+    scores = Scores(admit=np.zeros(1), node=np.zeros((1, 2)), point=point, fit=np.zeros(1))
+    sched = decode(inst, f, scores)
+    assert check_schedule(inst, sched).feasible
+    assert dict(sched.jobs["j"].nodes) == {"a": 1, "b": 1} and sched.jobs["j"].mem_per_gpu_gb == 62
+    roomy = Instance("roomy", tuple(Node(n.id, n.gpu_type, 2, 20, 130) for n in nodes), (job,))
+    f = featurise(roomy)
+    sched = decode(roomy, f, Scores(admit=np.zeros(1), node=np.zeros((1, 2)), point=point, fit=np.zeros(1)))
+    assert len(sched.jobs["j"].nodes) == 1 and sched.jobs["j"].mem_per_gpu_gb == 62
+
+
 def test_leftover_goes_to_the_best_marginal_gain() -> None:
     """Two one-GPU jobs share a node with room for one upgrade: the bigger gain gets it."""
     flat = Profile((1, 3), (8,), ((1.0,), (1.1,)))

@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_learned_policy import random_round
 
-from optsched import Instance, Job, Node, Profile, Round, check_schedule
+from optsched import Instance, Job, Node, Profile, Round, check_schedule, solve_round
 from optsched.errors import InputError
 from optsched.gen import generate
-from optsched.learned.decode import PlacementState, decode_state, scores_of, state_schedule
+from optsched.learned.curriculum import shapes_round
+from optsched.learned.decode import PlacementState, Scores, decode_state, scores_of, state_schedule
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.moves import (
     move_to_faster,
@@ -23,12 +24,13 @@ from optsched.learned.moves import (
     repoint_nodes,
     squeeze_gangs,
     squeeze_in,
+    swap_nodes,
     upgrade_points,
 )
 from optsched.learned.policy import PolicyNet, collate
 from optsched.learned.prices import _dual, option_table, resource_prices
 from optsched.learned.repack import price_repack
-from optsched.learned.repair import improve, state_value
+from optsched.learned.repair import first_decodes, improve, state_value
 from optsched.learned.solver import LearnedSolver
 from optsched.values import schedule_value
 
@@ -204,6 +206,68 @@ def test_relocate_moves_a_job_to_a_faster_type_and_polish_never_lowers() -> None
     sched = state_schedule(inst, f, st_)
     assert dict(sched.jobs["a"].nodes) == {"fast": 1} and sched.jobs["a"].mem_per_gpu_gb == 40
     assert check_schedule(inst, sched).feasible
+
+
+def test_swap_nodes_gives_the_fast_node_to_the_job_worth_more_there() -> None:
+    """Job a (weight 1) holds the only fast node, job b (weight 4) the slow one; neither can move
+    alone (both nodes are full), so relocate cannot help. Exchanging them raises the worth from
+    1.5 + 4 x 1.5 x 0.5 = 4.5 to 4 x 1.5 + 1.5 x 0.5 = 6.75."""
+    prof = _prof()
+    speeds = {"K80": 0.5, "V100": 1.0}
+    inst = Instance("swap", (Node("fast", "V100", 1, 8, 50), Node("slow", "K80", 1, 8, 50)),
+                    (Job("a", 1, prof, (1, 10), weight=1.0, gpu_speed=speeds), Job("b", 1, prof, (1, 10), weight=4.0, gpu_speed=speeds)))
+    f = featurise(inst)
+    st_ = PlacementState(f)
+    p40 = _point(f, 40)
+    st_.place(0, {0: 1}, p40, 1, 40)
+    st_.place(1, {1: 1}, p40, 1, 40)
+    assert relocate(inst, f, st_) == 0
+    assert _checked_step(swap_nodes, inst, f, st_) == 1
+    sched = state_schedule(inst, f, st_)
+    assert dict(sched.jobs["b"].nodes) == {"fast": 1} and dict(sched.jobs["a"].nodes) == {"slow": 1}
+    assert state_value(inst, f, st_) == pytest.approx(4 * 1.5 + 0.5 * 1.5)
+    assert swap_nodes(inst, f, st_) == 0  # nothing left to gain
+
+
+def test_first_decodes_start_a_gang_the_decoder_reached_too_late() -> None:
+    """Four one-GPU nodes: four small jobs decoded first fill them, and the 4-GPU gang (worth far
+    more) waits. Decoding the gang first runs it over the four nodes."""
+    prof = _prof()
+    small = tuple(Job(f"s{i}", 1, prof, (1, 10), weight=0.25) for i in range(4))
+    gang = Job("g", 4, prof, (1, 10), weight=3.0, spread_factor=0.95)
+    inst = Instance("first", tuple(Node(f"n{i}", "V100", 1, 8, 50) for i in range(4)), (*small, gang), Round(spread_from="fewest"))
+    f = featurise(inst)
+    scores = Scores(admit=np.array([1.0, 1.0, 1.0, 1.0, 0.0]), node=np.zeros((5, 4)), point=np.zeros((5, f.point.shape[1])), fit=np.zeros(5))
+    st_ = decode_state(inst, f, scores)
+    assert 4 not in st_.where
+    v0 = state_value(inst, f, st_)
+    better = first_decodes(inst, f, scores, [4], v0)
+    assert better is not None and 4 in better.where and state_value(inst, f, better) > v0
+    report = check_schedule(inst, state_schedule(inst, f, better))
+    assert report.feasible and report.objective == pytest.approx(state_value(inst, f, better))
+    assert first_decodes(inst, f, scores, [4], state_value(inst, f, better)) is None  # only a better state is returned
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), n_nodes=st.integers(1, 6), n_jobs=st.integers(0, 20))
+def test_swap_nodes_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None:
+    inst = random_round(seed, n_nodes, n_jobs)
+    f, base = _base(net, inst)
+    _checked_step(swap_nodes, inst, f, base)
+
+
+def test_the_best_sample_is_polished_too() -> None:
+    """Where a sampled decode beats the repaired greedy one, the local moves run on it as well. On
+    this round the best sample puts the heavier of two 2-GPU jobs on the slow T4 node and the
+    lighter one on the A100 node; exchanging them (:func:`swap_nodes`) reaches the optimum."""
+    inst = shapes_round(2, 6, seed=9_002_027)
+    raw = LearnedSolver().solve(inst, time_limit=5, seed=0, repair=False)
+    on = LearnedSolver().solve(inst, time_limit=5, seed=0)
+    assert on.stats["source"] == "sample+polish"
+    assert on.objective > raw.objective + 0.1
+    opt = solve_round(inst, solver="cpsat", time_limit=10, num_workers=1)
+    assert opt.status.value == "optimal" and on.objective == pytest.approx(opt.objective)
+    assert check_schedule(inst, on.schedule).feasible
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -37,7 +37,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from optsched.learned.inference import load_npz
 from optsched.learned.labels import _key, _read, _solve_one, canonicalise
 from optsched.learned.solver import policy_schedule
 from optsched.mip.bound import lp_bound
-from optsched.model import Instance
+from optsched.model import Instance, Profile
 from optsched.values import schedule_value
 
 __all__ = ["CurriculumConfig", "broad_round", "run_curriculum", "unfamiliar_round"]
@@ -140,6 +140,54 @@ def unfamiliar_round(nodes: int, jobs: int, *, seed: int) -> Instance:
         grid=str(rng.choice(["full", "coarse"])),
         name=f"unfamiliar-{nodes}n-{jobs}j-s{seed}",
     )
+
+
+#: grid levels :func:`shapes_round` draws its profiles' axes from (cores and GB per GPU)
+SHAPE_CPUS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+SHAPE_MEM = (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+
+def _shape_axis(levels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A throughput factor per level in ``(floor, 1]``, non-decreasing: concave, a step, linear or flat."""
+    x = (levels - levels.min()) / max(1e-9, float(levels.max() - levels.min()))
+    kind = int(rng.integers(4))
+    if kind == 0:
+        y = 1 - np.exp(-x * rng.uniform(1, 8))
+    elif kind == 1:
+        y = (x >= rng.uniform(0.2, 0.9)).astype(float)
+    elif kind == 2:
+        y = x
+    else:
+        y = np.ones_like(x)
+    floor = rng.uniform(0.05, 0.9)
+    return floor + (1 - floor) * y / y.max() if y.max() > 0 else np.ones_like(x)
+
+
+def shapes_round(nodes: int, jobs: int, *, seed: int) -> Instance:
+    """A round whose profiles come from no catalogue model: each job's grid (2-6 core levels,
+    2-5 memory levels) and throughput surface (a product of a concave, step, linear or flat
+    factor per axis, each with its own floor) are drawn at random, its demand anywhere on the
+    grid; nodes of 1, 2, 4 or 8 GPUs with 2-12 cores and 16-100 GB per GPU; one, two or three GPU
+    types; four gang-size mixes; none or 40 % of the jobs running. Neither :func:`broad_round`
+    nor :func:`unfamiliar_round` draws profiles like these: it measures how the policy holds on
+    profile shapes it never saw (``benchmarks/bench_policy_broad.py --generators shapes``)."""
+    rng = np.random.default_rng(seed)
+    gpn = int(rng.choice([1, 2, 4, 8]))
+    types = [("A100",), ("V100", "K80"), ("A100", "T4", "P100")][int(rng.integers(3))]
+    sizes = [{1: 1.0}, {1: 0.5, 2: 0.25, 4: 0.15, 8: 0.1}, {1: 0.2, 2: 0.4, 4: 0.3, 8: 0.1}, {1: 0.7, 4: 0.3}][int(rng.integers(4))]
+    base = generate(nodes, jobs, seed=seed, gpu_types=types, gpus_per_node=gpn, cpus_per_node=int(rng.choice([2, 4, 8, 12])) * gpn,
+                    mem_per_node_gb=int(rng.choice([16, 32, 64, 100])) * gpn, job_sizes=sizes, running_fraction=float(rng.choice([0.0, 0.4])),
+                    restrict_fraction=float(rng.choice([0.0, 0.3])) if len(types) > 1 else 0.0, weights=(0.2, 5.0),
+                    name=f"shapes-{nodes}n-{jobs}j-s{seed}")
+    out = []
+    for j in base.jobs:
+        cs = np.sort(rng.choice(SHAPE_CPUS, size=int(rng.integers(2, 7)), replace=False))
+        ms = np.sort(rng.choice(SHAPE_MEM, size=int(rng.integers(2, 6)), replace=False))
+        thr = rng.uniform(10, 1000) * np.outer(_shape_axis(cs.astype(float), rng), _shape_axis(ms.astype(float), rng))
+        prof = Profile(tuple(int(c) for c in cs), tuple(int(m) for m in ms), tuple(tuple(round(float(t), 4) for t in row) for row in thr))
+        demand = (int(cs[int(rng.integers(cs.size))]), int(ms[int(rng.integers(ms.size))]))
+        out.append(replace(j, profile=prof, demand=demand, model=None))
+    return replace(base, jobs=tuple(out))
 
 
 def _generator(target: str) -> Callable[..., Instance]:

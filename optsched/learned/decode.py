@@ -7,7 +7,9 @@ used. A job picks the (grid point, node) pair maximising ``point logit + node lo
 learned per-job best-fit / worst-fit preference that changes as nodes fill, so jobs that want the
 same node are resolved in confidence order and later ones see the node's new state. A gang that
 fits on no single node is split greedily over the nodes of one allowed GPU type (most GPUs
-available first, policy score breaking ties), trying grid points in policy order. Jobs that do
+available first, policy score breaking ties), trying grid points in policy order. A gang that
+fits on one node only at a point the node's shape forces (no point worth more fits even the
+empty node) is split too where that is worth more, spread included. Jobs that do
 not fit wait. A final pass hands leftover cores and memory to co-located jobs by marginal gain
 (moving a job to a better grid point when all its nodes have room). Every step checks
 capacities, so the result is feasible by construction (tests check it with the independent
@@ -162,7 +164,12 @@ def decode_state(
         choice = _single_node(j, g, all_nodes[open_j], node_logit, pl, pc, pm, st, scores.fit[j], safe_gpus)
         if choice is not None:
             p, n = choice
-            place_job_on(st, feats, j, {int(n): g}, int(pts[p]))
+            nodes, point = {int(n): g}, int(pts[p])
+            if g > 1:  # a gang the node's shape starves may be worth more spread over several nodes
+                better = _starved_split(instance, j, g, pts, pl, feats, allowed[j], node_logit[j], st, type_ids, nodes, point)
+                if better is not None:
+                    nodes, point = better
+            place_job_on(st, feats, j, nodes, point)
             continue
         if g > 1:
             split = split_job(instance, j, g, pts, pl, feats, allowed[j], node_logit[j], st, type_ids)
@@ -198,6 +205,46 @@ def _single_node(
     flat = int(np.argmax(total))
     p, i = divmod(flat, cand.size)
     return p, int(cand[i])
+
+
+#: a gang's single-node choice counts as starved, and a split replaces it, where the split is worth
+#: more than this many times as much (spread included)
+STARVED = 2.0
+
+
+def _starved_split(
+    instance: Instance,
+    j: int,
+    g: int,
+    pts: np.ndarray,
+    pl: np.ndarray,
+    feats: RoundFeatures,
+    allowed: np.ndarray,
+    node_logit: np.ndarray,
+    st: PlacementState,
+    type_ids: np.ndarray,
+    nodes: dict[int, int],
+    p: int,
+) -> tuple[dict[int, int], int] | None:
+    """A split of gang ``j`` (:func:`split_job`) worth more than its single-node choice
+    (``nodes``, point ``p``), tried only where the node's shape starves the gang: no grid point
+    worth more than ``p`` fits even the empty node with all ``g`` GPUs (then one node, however
+    empty, cannot feed it, while a part of the gang on each of several nodes gets their cores and
+    memory). Only points worth more are offered to the split; ``None`` when none pays for its
+    spread."""
+    (n, _), = nodes.items()
+    value = feats.point_value[j, pts]
+    better = value > feats.point_value[j, p] + 1e-12
+    if not better.any():
+        return None
+    whole = (feats.point_c[j, pts] * g <= feats.node_cpus[n]) & (feats.point_m[j, pts] * g <= feats.node_mem[n])
+    if (better & whole).any():
+        return None  # room taken by other jobs, not the node's shape, keeps the gang lean
+    single = float(feats.point_value[j, p]) * move_multiplier(instance, feats, j, nodes)
+    split = split_job(instance, j, g, pts[better], pl[better], feats, allowed, node_logit, st, type_ids)
+    if split is None or float(feats.point_value[j, split[1]]) * move_multiplier(instance, feats, j, split[0]) <= STARVED * single + 1e-12:
+        return None
+    return split
 
 
 def split_job(

@@ -22,8 +22,8 @@ from optsched.learned.decode import (
 from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
-__all__ = ["RELOCATE_CELLS", "move_to_faster", "node_knapsack", "polish", "relocate", "repoint_nodes", "squeeze_gangs", "squeeze_in",
-           "upgrade_points"]
+__all__ = ["RELOCATE_CELLS", "SWAP_CELLS", "move_to_faster", "node_knapsack", "polish", "relocate", "repoint_nodes", "squeeze_gangs", "squeeze_in",
+           "swap_nodes", "upgrade_points"]
 
 
 def upgrade_points(instance: Instance, feats: RoundFeatures, st: PlacementState, rounds: int = 500) -> None:
@@ -467,6 +467,70 @@ def relocate(instance: Instance, feats: RoundFeatures, st: PlacementState, *, ma
     return moved
 
 
+#: :func:`swap_nodes` runs on rounds of at most this many nodes x jobs (pairs of jobs are compared)
+SWAP_CELLS = 1_024
+
+
+def _best_on(feats: RoundFeatures, j: int, g: int, c: int, m: int, mult: float) -> tuple[float, int]:
+    """Job ``j``'s best worth and grid point with ``g`` GPUs in ``c`` cores and ``m`` GB (``-inf``, -1: none fits)."""
+    ok = feats.point_ok[j] & feats.point_mask[j] & (feats.point_c[j] * g <= c) & (feats.point_m[j] * g <= m)
+    if not ok.any():
+        return -np.inf, -1
+    v = np.where(ok, feats.point_value[j], -np.inf)
+    p = int(np.argmax(v))
+    return float(v[p]) * mult, p
+
+
+def swap_nodes(instance: Instance, feats: RoundFeatures, st: PlacementState, *, deadline: float | None = None, rounds: int = 50) -> int:
+    """Exchange the nodes of two single-node jobs of equal GPU counts, each at its best grid point
+    in the room the other leaves, where the two are worth more together: a job placed on a slow
+    GPU type while a less valuable one holds a fast node, or two jobs on nodes whose shapes suit
+    the other better. :func:`relocate` moves one job where it fits as things are and cannot make
+    such an exchange. Best pair first, repeated while one gains (at most ``rounds`` times).
+    Returns the exchanges made."""
+    done = 0
+    for _ in range(rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        jobs = [j for j, w in st.where.items() if len(w) == 1]
+        if len(jobs) < 2:
+            break
+        node = {j: next(iter(st.where[j])) for j in jobs}
+        cur = {j: float(feats.point_value[j, st.point[j]]) * move_multiplier(instance, feats, j, st.where[j]) for j in jobs}
+        top = dict(zip(jobs, _top_worth(feats, np.array(jobs)).tolist(), strict=True))
+        best: tuple[float, int, int, int, int] | None = None
+        for i, a in enumerate(jobs):
+            for b in jobs[i + 1:]:
+                na, nb, g = node[a], node[b], int(feats.gpus[a])
+                if na == nb or g != int(feats.gpus[b]) or top[a] + top[b] <= cur[a] + cur[b] + 1e-9:
+                    continue
+                if not (feats.speed[a, nb] > 0 and feats.speed[b, na] > 0):
+                    continue
+                # room on each node with both jobs taken off
+                ca = int(st.free_c[na]) + int(feats.point_c[a, st.point[a]]) * g
+                ma = int(st.free_m[na]) + int(feats.point_m[a, st.point[a]]) * g
+                cb = int(st.free_c[nb]) + int(feats.point_c[b, st.point[b]]) * g
+                mb = int(st.free_m[nb]) + int(feats.point_m[b, st.point[b]]) * g
+                va, pa = _best_on(feats, a, g, cb, mb, move_multiplier(instance, feats, a, {nb: g}))
+                vb, pb = _best_on(feats, b, g, ca, ma, move_multiplier(instance, feats, b, {na: g}))
+                gain = va + vb - cur[a] - cur[b]
+                if pa >= 0 and pb >= 0 and gain > 1e-9 * max(1.0, cur[a] + cur[b]) and (best is None or gain > best[0]):
+                    best = (gain, a, b, pa, pb)
+        if best is None:
+            break
+        _, a, b, pa, pb = best
+        na, nb, g = node[a], node[b], int(feats.gpus[a])
+        for j, n in ((a, na), (b, nb)):
+            st.free_g[n] += g
+            st.free_c[n] += int(feats.point_c[j, st.point[j]]) * g
+            st.free_m[n] += int(feats.point_m[j, st.point[j]]) * g
+            del st.where[j]
+        place_job_on(st, feats, a, {nb: g}, pa)
+        place_job_on(st, feats, b, {na: g}, pb)
+        done += 1
+    return done
+
+
 def move_to_faster(instance: Instance, feats: RoundFeatures, st: PlacementState, *, max_jobs: int = 300, max_nodes: int = 8,
                    deadline: float | None = None) -> int:
     """Move single-node jobs to nodes of a faster GPU type that have free GPUs, where the
@@ -575,6 +639,8 @@ def polish(instance: Instance, feats: RoundFeatures, st: PlacementState, *, dead
     squeeze_in(instance, feats, st, deadline=deadline)
     if small:
         relocate(instance, feats, st)
+    if feats.n_nodes * feats.n_jobs <= SWAP_CELLS:
+        swap_nodes(instance, feats, st, deadline=deadline)
     upgrade_points(instance, feats, st)
     if small and repoint:
         repoint_nodes(instance, feats, st, deadline=deadline)

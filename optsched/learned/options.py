@@ -29,8 +29,8 @@ class MaifsOptions(MethodOptions):
     temperature: float = option(1.0, "the sampling temperature", Check.number(gt=0, problem="must be > 0"))
     threads: int = option(INFERENCE_THREADS, "BLAS threads for the forward pass", Check.integer(ge=1))
     repair: bool | None = option(
-        None, "the price-guided repair after the greedy decode (null: on rounds of more than 512 nodes x jobs "
-        "without contract-v2 policies)", Check.boolean().or_none())
+        None, "the price-guided repair after the greedy decode (null: on every round without contract-v2 "
+        "policies)", Check.boolean().or_none())
 
 
 @dataclass(frozen=True)

@@ -53,17 +53,22 @@ import numpy as np
 
 from optsched.learned.decode import (
     PlacementState,
+    Scores,
+    decode_state,
     move_multiplier,
     state_schedule,
 )
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.moves import (
     RELOCATE_CELLS,
+    SWAP_CELLS,
+    _top_worth,
     move_to_faster,
     polish,
     relocate,
     repoint_nodes,
     squeeze_gangs,
+    swap_nodes,
 )
 from optsched.learned.prices import OptionTable, option_table, resource_prices
 from optsched.learned.repack import price_repack
@@ -158,6 +163,8 @@ def improve(
             moved = relocate(instance, feats, best)
         if live():
             faster = move_to_faster(instance, feats, best, deadline=deadline)
+        if best is not base and feats.n_nodes * feats.n_jobs <= SWAP_CELLS and live():  # polish() swapped the base's jobs
+            faster += swap_nodes(instance, feats, best, deadline=deadline)
         if gangs or moved or faster:  # the nodes these moves touched get their best mix again
             touched = np.flatnonzero((free != np.stack([best.free_g, best.free_c, best.free_m])).any(axis=0))
             repoint_nodes(instance, feats, best, nodes=touched, deadline=deadline)
@@ -182,3 +189,37 @@ def price_schedule(instance: Instance, *, deadline: float | None = None) -> Sche
     feats = featurise(instance)
     state, _value = improve(instance, feats, None, deadline=deadline)
     return state_schedule(instance, feats, state) if state is not None else None
+
+
+#: :func:`first_decodes` runs (by default in ``maifs``) on rounds of at most this many nodes x jobs
+FORCED_CELLS = 1_024
+#: the most waiting jobs :func:`first_decodes` tries
+FORCED_JOBS = 3
+
+
+def first_decodes(instance: Instance, feats: RoundFeatures, scores: Scores, waiting: list[int], value: float, *,
+                  deadline: float | None = None, count: int = FORCED_JOBS) -> PlacementState | None:
+    """The policy's greedy decode with one job that the schedule worth ``value`` leaves waiting
+    decoded first (its admit score raised above every other), then polished (:func:`polish`),
+    for the ``count`` waiting jobs of most worth; the best such state where it is worth more
+    than ``value``, else ``None``. A job the decoder reaches late (a gang after the small jobs
+    that fill its nodes) may be worth more than the jobs that took its place: the decoder
+    cannot see that, and local moves that add one job at a time rarely undo it."""
+    if not waiting:
+        return None
+    top = _top_worth(feats, np.array(waiting, dtype=np.int64))
+    best: PlacementState | None = None
+    lead = float(scores.admit.max()) + 1.0
+    for i in np.argsort(-top, kind="stable")[:count]:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        admit = scores.admit.copy()
+        admit[waiting[int(i)]] = lead
+        st = decode_state(instance, feats, Scores(admit=admit, node=scores.node, point=scores.point, fit=scores.fit), deadline=deadline)
+        if st.timed_out:
+            break
+        polish(instance, feats, st, deadline=deadline)
+        v = state_value(instance, feats, st)
+        if v > value + 1e-9 * max(1.0, abs(value)):
+            best, value = st, v
+    return best
