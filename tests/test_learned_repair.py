@@ -13,7 +13,7 @@ from test_learned_policy import random_round
 from optsched import Instance, Job, Node, Profile, Round, check_schedule, solve_round
 from optsched.errors import InputError
 from optsched.gen import generate
-from optsched.learned.curriculum import shapes_round
+from optsched.learned.curriculum import shapes_round, unfamiliar_round
 from optsched.learned.decode import PlacementState, Scores, decode_state, scores_of, state_schedule
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.moves import (
@@ -254,6 +254,16 @@ def test_swap_nodes_is_feasible_and_monotone(net, seed, n_nodes, n_jobs) -> None
     inst = random_round(seed, n_nodes, n_jobs)
     f, base = _base(net, inst)
     _checked_step(swap_nodes, inst, f, base)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_swap_nodes_keeps_jobs_on_their_allowed_types(net, seed) -> None:
+    """Rounds of several GPU types where half the jobs may use one type only: an exchange never
+    puts a job on a type it may not use (the checker's rule 2)."""
+    for inst in (unfamiliar_round(4, 12, seed=seed), shapes_round(3, 10, seed=seed)):
+        f, base = _base(net, inst)
+        polish(inst, f, base)
+        _checked_step(swap_nodes, inst, f, base)
 
 
 def test_the_best_sample_is_polished_too() -> None:
