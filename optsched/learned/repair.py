@@ -195,6 +195,8 @@ def price_schedule(instance: Instance, *, deadline: float | None = None) -> Sche
 FORCED_CELLS = 1_024
 #: the most waiting jobs :func:`first_decodes` tries
 FORCED_JOBS = 3
+#: a gang-first decode is polished only where it is worth at least this share of the best schedule
+FORCED_REACH = 0.9
 
 
 def first_decodes(instance: Instance, feats: RoundFeatures, scores: Scores, waiting: list[int], value: float, *,
@@ -218,6 +220,8 @@ def first_decodes(instance: Instance, feats: RoundFeatures, scores: Scores, wait
         st = decode_state(instance, feats, Scores(admit=admit, node=scores.node, point=scores.point, fit=scores.fit), deadline=deadline)
         if st.timed_out:
             break
+        if state_value(instance, feats, st) < FORCED_REACH * value:
+            continue  # the polish (a few ms) rarely adds this much
         polish(instance, feats, st, deadline=deadline)
         v = state_value(instance, feats, st)
         if v > value + 1e-9 * max(1.0, abs(value)):
