@@ -103,8 +103,13 @@ class LearnedSolver:
     forward pass, default :data:`~optsched.learned.inference.INFERENCE_THREADS`), ``repair`` (the price-guided repair of
     :mod:`optsched.learned.repair` after the greedy decode, kept only when it is worth more;
     default on every round without contract-v2 policies: on small rounds from generators the policy
-    never saw it halves the p90 gap to the optimum for about 10 ms, docs/results.md).
-    Sampling is seeded by ``seed``, so the result is deterministic unless the time limit cuts the
+    never saw it cuts the p90 gap to the optimum several times over for about 5-10 ms,
+    docs/results.md). With the repair on, a sample that beats the repaired decode is polished too
+    (:func:`~optsched.learned.moves.polish`), and on rounds of at most
+    :data:`~optsched.learned.repair.FORCED_CELLS` nodes x jobs the most valuable waiting gangs are
+    each decoded first once (:func:`~optsched.learned.repair.first_decodes`). ``Result.stats["source"]``
+    says which schedule won: ``policy``, ``policy+polish``, ``repair``, ``sample``, ``sample+polish``,
+    ``gang first`` or ``hint``. Sampling is seeded by ``seed``, so the result is deterministic unless the time limit cuts the
     samples or the repair short. A feasible ``hint`` is kept when it is worth more, and the
     policy also decodes around it (its jobs fixed where the hint puts them at an allowed grid
     point; the simulator's hint is the previous round's schedule, so its running jobs stay put),
