@@ -24,6 +24,7 @@ sharing) are replayed as one whole GPU. Both are counted in :attr:`Trace.notes`.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import tomllib
@@ -217,9 +218,11 @@ def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str
     numbers: list[int] = []
     try:
         with p.open(newline="", encoding="utf-8-sig") as fh:
-            lines = list(_numbered(fh, comment, numbers))
-            sep = delimiter or _delimiter(lines[0] if lines else "")
-            reader = csv.DictReader(lines, fieldnames=list(header) if header else None, delimiter=sep, skipinitialspace=True)
+            lines = _numbered(fh, comment, numbers)
+            first = next(lines, "")
+            sep = delimiter or _delimiter(first)
+            reader = csv.DictReader(itertools.chain([first] if first else [], lines), fieldnames=list(header) if header else None,
+                                    delimiter=sep, skipinitialspace=True)
             if reader.fieldnames is not None:
                 reader.fieldnames = [f.strip() for f in reader.fieldnames]
             rows, ends = [], []
