@@ -62,8 +62,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "learned": (
         "optsched.learned", "optsched.learned.features", "optsched.learned.inference", "optsched.learned.decode",
-        "optsched.learned.policy", "optsched.learned.prices", "optsched.learned.repack", "optsched.learned.moves",
-        "optsched.learned.repair",
+        "optsched.learned.policy", "optsched.learned.prices", "optsched.learned.repack", "optsched.learned.exchange",
+        "optsched.learned.moves", "optsched.learned.repair",
     ),
     "pipelines": (
         "optsched.exact.options", "optsched.heuristics.options", "optsched.mip.options", "optsched.learned.options",

@@ -15,6 +15,7 @@ from optsched.errors import InputError
 from optsched.gen import generate
 from optsched.learned.curriculum import shapes_round, unfamiliar_round
 from optsched.learned.decode import PlacementState, Scores, decode_state, scores_of, state_schedule
+from optsched.learned.exchange import swap_nodes
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.moves import (
     move_to_faster,
@@ -24,7 +25,6 @@ from optsched.learned.moves import (
     repoint_nodes,
     squeeze_gangs,
     squeeze_in,
-    swap_nodes,
     upgrade_points,
 )
 from optsched.learned.policy import PolicyNet, collate

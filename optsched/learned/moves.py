@@ -3,7 +3,8 @@
 Point upgrades per node (:func:`upgrade_points`), each node's best mix of grid points by an exact
 small knapsack (:func:`repoint_nodes`, :func:`node_knapsack`), waiting jobs and gangs squeezed in
 beside co-located jobs (:func:`squeeze_in`, :func:`squeeze_gangs`), and jobs moved to nodes where
-they are worth more (:func:`relocate`) or to faster GPU types (:func:`move_to_faster`).
+they are worth more (:func:`relocate`) or to faster GPU types (:func:`move_to_faster`); the
+polish also exchanges two jobs' nodes (:func:`optsched.learned.exchange.swap_nodes`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from optsched.learned.decode import (
     redistribute_leftover,
     repoint_job,
 )
+from optsched.learned.exchange import SWAP_CELLS, swap_nodes
 from optsched.learned.features import RoundFeatures
 from optsched.model import Instance
 
-__all__ = ["RELOCATE_CELLS", "SWAP_CELLS", "move_to_faster", "node_knapsack", "polish", "relocate", "repoint_nodes", "squeeze_gangs", "squeeze_in",
-           "swap_nodes", "upgrade_points"]
+__all__ = ["RELOCATE_CELLS", "move_to_faster", "node_knapsack", "polish", "relocate", "repoint_nodes", "squeeze_gangs", "squeeze_in",
+           "upgrade_points"]
 
 
 def upgrade_points(instance: Instance, feats: RoundFeatures, st: PlacementState, rounds: int = 500) -> None:
@@ -465,82 +467,6 @@ def relocate(instance: Instance, feats: RoundFeatures, st: PlacementState, *, ma
         place_job_on(st, feats, j, {n: g}, p)
         moved += 1
     return moved
-
-
-#: :func:`swap_nodes` runs on rounds of at most this many nodes x jobs (pairs of jobs are compared)
-SWAP_CELLS = 1_024
-
-
-def _best_on(feats: RoundFeatures, j: int, g: int, c: int, m: int, mult: float) -> tuple[float, int]:
-    """Job ``j``'s best worth and grid point with ``g`` GPUs in ``c`` cores and ``m`` GB (``-inf``, -1: none fits)."""
-    ok = feats.point_ok[j] & feats.point_mask[j] & (feats.point_c[j] * g <= c) & (feats.point_m[j] * g <= m)
-    if not ok.any():
-        return -np.inf, -1
-    v = np.where(ok, feats.point_value[j], -np.inf)
-    p = int(np.argmax(v))
-    return float(v[p]) * mult, p
-
-
-def swap_nodes(instance: Instance, feats: RoundFeatures, st: PlacementState, *, deadline: float | None = None, rounds: int = 50) -> int:
-    """Exchange the nodes of two single-node jobs of equal GPU counts, each at its best grid point
-    in the room the other leaves, where the two are worth more together: a job placed on a slow
-    GPU type while a less valuable one holds a fast node, or two jobs on nodes whose shapes suit
-    the other better. :func:`relocate` moves one job where it fits as things are and cannot make
-    such an exchange. Best pair first, repeated while one gains (at most ``rounds`` times); pairs
-    whose best worth on each other's node, room aside, cannot gain are not looked at.
-    Returns the exchanges made."""
-    jobs = np.array([j for j, w in st.where.items() if len(w) == 1], dtype=np.int64)
-    if jobs.size < 2:
-        return 0
-    g = feats.gpus[jobs].astype(np.int64)
-    ok = feats.point_ok[jobs] & feats.point_mask[jobs]
-    top = np.where(ok, feats.point_value[jobs], 0.0).max(axis=1)
-    # each job's worth per unit of point value on each node, as a single-node job there
-    mult = np.array([[move_multiplier(instance, feats, int(j), {n: int(k)}) if feats.speed[j, n] > 0 else 0.0 for n in range(feats.n_nodes)]
-                     for j, k in zip(jobs, g, strict=True)])
-    bound = top[:, None] * mult
-    done = 0
-    for _ in range(rounds):
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        node = np.array([next(iter(st.where[int(j)])) for j in jobs], dtype=np.int64)
-        cur = np.array([feats.point_value[j, st.point[int(j)]] for j in jobs]) * mult[np.arange(jobs.size), node]
-        # pairs (a, b), a < b, on different nodes with equal GPUs, that could gain at all
-        est = bound[:, node] + bound[:, node].T - cur[:, None] - cur[None, :]
-        allowed = mult[:, node] > 0  # [a, b]: job a may run on b's node's GPU type
-        cand = np.triu((node[:, None] != node[None, :]) & (g[:, None] == g[None, :]) & allowed & allowed.T
-                       & (est > 1e-9 * max(1.0, float(cur.sum()))), 1)
-        ia, ib = np.nonzero(cand)
-        if ia.size == 0:
-            break
-        order = np.argsort(-est[ia, ib], kind="stable")
-        best: tuple[float, int, int, int, int] | None = None
-        for a, b in zip(ia[order].tolist(), ib[order].tolist(), strict=True):
-            if best is not None and est[a, b] <= best[0]:
-                break  # no later pair can gain more than the best found
-            ja, jb, na, nb, k = int(jobs[a]), int(jobs[b]), int(node[a]), int(node[b]), int(g[a])
-            ca = int(st.free_c[na]) + int(feats.point_c[ja, st.point[ja]]) * k
-            ma = int(st.free_m[na]) + int(feats.point_m[ja, st.point[ja]]) * k
-            cb = int(st.free_c[nb]) + int(feats.point_c[jb, st.point[jb]]) * k
-            mb = int(st.free_m[nb]) + int(feats.point_m[jb, st.point[jb]]) * k
-            va, pa = _best_on(feats, ja, k, cb, mb, float(mult[a, nb]))
-            vb, pb = _best_on(feats, jb, k, ca, ma, float(mult[b, na]))
-            gain = va + vb - float(cur[a] + cur[b])
-            if pa >= 0 and pb >= 0 and gain > 1e-9 * max(1.0, float(cur[a] + cur[b])) and (best is None or gain > best[0]):
-                best = (gain, a, b, pa, pb)
-        if best is None:
-            break
-        _, a, b, pa, pb = best
-        ja, jb, na, nb, k = int(jobs[a]), int(jobs[b]), int(node[a]), int(node[b]), int(g[a])
-        for j, n in ((ja, na), (jb, nb)):
-            st.free_g[n] += k
-            st.free_c[n] += int(feats.point_c[j, st.point[j]]) * k
-            st.free_m[n] += int(feats.point_m[j, st.point[j]]) * k
-            del st.where[j]
-        place_job_on(st, feats, ja, {nb: k}, pa)
-        place_job_on(st, feats, jb, {na: k}, pb)
-        done += 1
-    return done
 
 
 def move_to_faster(instance: Instance, feats: RoundFeatures, st: PlacementState, *, max_jobs: int = 300, max_nodes: int = 8,

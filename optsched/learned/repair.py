@@ -58,17 +58,16 @@ from optsched.learned.decode import (
     move_multiplier,
     state_schedule,
 )
+from optsched.learned.exchange import SWAP_CELLS, swap_nodes
 from optsched.learned.features import RoundFeatures, featurise
 from optsched.learned.moves import (
     RELOCATE_CELLS,
-    SWAP_CELLS,
     _top_worth,
     move_to_faster,
     polish,
     relocate,
     repoint_nodes,
     squeeze_gangs,
-    swap_nodes,
 )
 from optsched.learned.prices import OptionTable, option_table, resource_prices
 from optsched.learned.repack import price_repack

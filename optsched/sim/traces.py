@@ -12,7 +12,7 @@ read four formats into it:
 * any other CSV layout that a :class:`CsvSchema` describes (its columns and time unit,
   :func:`load_csv`).
 
-Every loader skips ``#`` comment lines and rebases submit times so that the first arrival is at
+Every loader skips ``#`` comment lines (the rows are read by :mod:`optsched.sim.csv_rows`) and rebases submit times so that the first arrival is at
 0; :func:`write_trace_csv` writes a trace in the normalized schema.
 
 Replay conventions (``../shared/traces/README.md``): ``duration_s`` is the job's run time at its
@@ -24,11 +24,10 @@ sharing) are replayed as one whole GPU. Both are counted in :attr:`Trace.notes`.
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import math
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +37,17 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.sim.csv_rows import (
+    delimiter_of,
+    drop_nonpositive,
+    gpu_count,
+    number,
+    read_rows,
+    rebase,
+    short_list,
+    time_value,
+    uncommented,
+)
 
 __all__ = [
     "LOADERS",
@@ -182,127 +192,7 @@ class Trace:
         return Trace(**d)
 
 
-# --- CSV readers ----------------------------------------------------------------------------------
-
-
-#: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
-DELIMITERS = (",", "\t", ";", "|")
-
-
-class Rows(list[dict[str, str]]):
-    """A CSV file's data rows, each with the file line it ends on (1-based, counting the header
-    and comment lines), so that errors name the line an editor shows."""
-
-    def __init__(self, rows: Iterable[dict[str, str]], lines: Sequence[int]) -> None:
-        super().__init__(rows)
-        self.lines = list(lines)
-
-
-def _delimiter(header: str) -> str:
-    """The separator of a CSV file, from its header line (:data:`DELIMITERS`; a comma wherever
-    the header has one)."""
-    if "," in header:
-        return ","
-    counts = {d: header.count(d) for d in DELIMITERS[1:]}
-    best = max(counts, key=lambda d: counts[d])
-    return best if counts[best] else ","
-
-
-def _read_csv(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None,
-              comment: str = "#", what: str = "missing required column(s)", delimiter: str | None = None) -> Rows:
-    """The rows of a CSV file (lines starting with ``comment`` and empty lines skipped; a UTF-8
-    byte-order mark, blanks after a separator and around column names ignored; the separator
-    found from the header, :func:`_delimiter`, unless given); every column of ``required`` must
-    be in its header, else an error naming the file's columns."""
-    p = Path(path)
-    numbers: list[int] = []
-    try:
-        with p.open(newline="", encoding="utf-8-sig") as fh:
-            lines = _numbered(fh, comment, numbers)
-            first = next(lines, "")
-            sep = delimiter or _delimiter(first)
-            reader = csv.DictReader(itertools.chain([first] if first else [], lines), fieldnames=list(header) if header else None,
-                                    delimiter=sep, skipinitialspace=True)
-            if reader.fieldnames is not None:
-                reader.fieldnames = [f.strip() for f in reader.fieldnames]
-            rows, ends = [], []
-            for r in reader:
-                rows.append(r)
-                ends.append(numbers[reader.line_num - 1])
-            fields = reader.fieldnames or []
-    except FileNotFoundError:
-        raise InputError("path", str(p), "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError("path", str(p), f"cannot be read: {e}") from None
-    missing = sorted({c for c in required if c not in fields}, key=list(required).index)
-    if missing:
-        raise InputError(f"{p.name}.columns", _short_list(fields), f"{what} {missing}")
-    return Rows(rows, ends)
-
-
-def _short_list(names: Sequence[str], most: int = 24, width: int = 40) -> list[str]:
-    """At most ``most`` names of at most ``width`` characters each (a header can be a whole file)."""
-    out = [n if len(n) <= width else n[: width - 3] + "..." for n in list(names)[:most]]
-    return out + [f"... {len(names) - most} more"] if len(names) > most else out
-
-
-def _numbered(lines: Iterable[str], comment: str, numbers: list[int]) -> Iterator[str]:
-    """:func:`_uncommented`, appending each kept line's 1-based number in the file to ``numbers``."""
-    for n, line in enumerate(lines, 1):
-        if line.strip() and not line.lstrip().startswith(comment):
-            numbers.append(n)
-            yield line
-
-
-def _uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
-    """The lines of a CSV file that are not comments (``comment`` first, after blanks) nor empty."""
-    return (line for line in lines if line.strip() and not line.lstrip().startswith(comment))
-
-
-def _num(path: Path, line: int, col: str, text: str | None, *, required: bool = True) -> float:
-    text = (text or "").strip()
-    if not text:
-        if required:
-            raise InputError(f"{path.name}[line {line}].{col}", text, "is required")
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{path.name}[line {line}].{col}", text, "must be a number") from None
-
-
-def _time(path: Path, line: int, col: str, text: str | None) -> float:
-    """Seconds: a number, or an ISO date-time (converted to POSIX seconds, naive = UTC)."""
-    text = (text or "").strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise InputError(f"{path.name}[line {line}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
-
-
-def _rebase(cols: dict[str, list[Any]]) -> None:
-    if cols["submit_s"]:
-        t0 = min(cols["submit_s"])
-        cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
-
-
-def _gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
-    """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
-    if not math.isfinite(value) or value < 0 or value != int(value):
-        raise InputError(f"{path.name}[line {line}].{col}", value, "must be a whole number of GPUs >= 0")
-    if value == 0:
-        notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
-        return None
-    if fraction < 1.0:
-        notes["fractional_gpu_as_whole"] = notes.get("fractional_gpu_as_whole", 0) + 1
-    return int(value)
+# --- the loaders ------------------------------------------------------------------------------------
 
 
 def load_normalized(path: str | Path) -> Trace:
@@ -314,29 +204,29 @@ def load_normalized(path: str | Path) -> Trace:
     rebased so that the first arrival is at 0, as every loader does.
     """
     p = Path(path)
-    rows = _read_csv(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
+    rows = read_rows(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
     cols: dict[str, list[Any]] = {k: [] for k in (
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb",
         "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        frac = _num(p, ln, "gpu_fraction", r.get("gpu_fraction"), required=False)
-        g = _gpu_count(p, ln, "num_gpus", _num(p, ln, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
+        frac = number(p, ln, "gpu_fraction", r.get("gpu_fraction"), required=False)
+        g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
         if (r.get("censored") or "0").strip() not in ("", "0"):
             notes["censored"] = notes.get("censored", 0) + 1
         cols["job_id"].append(r["job_id"])
-        cols["submit_s"].append(_num(p, ln, "submit_time_s", r["submit_time_s"]))
-        cols["duration_s"].append(_num(p, ln, "duration_s", r["duration_s"]))
+        cols["submit_s"].append(number(p, ln, "submit_time_s", r["submit_time_s"]))
+        cols["duration_s"].append(number(p, ln, "duration_s", r["duration_s"]))
         cols["gpus"].append(g)
         for c in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
-            cols[c].append(_num(p, ln, c, r.get(c), required=False))
+            cols[c].append(number(p, ln, c, r.get(c), required=False))
         for c in ("tenant", "gpu_type", "model"):
             cols[c].append((r.get(c) or "").strip())
-    _rebase(cols)
-    _drop_nonpositive(cols, notes)
+    rebase(cols)
+    drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -381,21 +271,21 @@ def load_philly(path: str | Path) -> Trace:
     Job ids are ``philly-<row>`` (row number in the file, as ``normalize.py`` names them).
     """
     p = Path(path)
-    rows = _read_csv(p, ["timestamp", "duration", "num_gpus"])
+    rows = read_rows(p, ["timestamp", "duration", "num_gpus"])
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        g = _gpu_count(p, ln, "num_gpus", _num(p, ln, "num_gpus", r["num_gpus"]), notes)
+        g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r["num_gpus"]), notes)
         if g is None:
             continue
         cols["job_id"].append(f"philly-{i}")
-        cols["submit_s"].append(_time(p, ln, "timestamp", r["timestamp"]))
-        cols["duration_s"].append(_num(p, ln, "duration", r["duration"]))
+        cols["submit_s"].append(time_value(p, ln, "timestamp", r["timestamp"]))
+        cols["duration_s"].append(number(p, ln, "duration", r["duration"]))
         cols["gpus"].append(g)
         cols["tenant"].append((r.get("cluster") or "").strip())
-    _rebase(cols)
-    _drop_nonpositive(cols, notes)
+    rebase(cols)
+    drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -407,7 +297,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
     memory requests (``cpu_milli``, ``memory_mib``) become the job's fixed demand.
     """
     p = Path(path)
-    rows = _read_csv(p, ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"])
+    rows = read_rows(p, ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"])
     cols: dict[str, list[Any]] = {k: [] for k in (
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
     notes: dict[str, int] = {}
@@ -416,20 +306,20 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         if not (r.get("scheduled_time") or "").strip():
             notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
             continue
-        milli = _num(p, ln, "gpu_milli", r["gpu_milli"], required=False)
-        g = _gpu_count(p, ln, "num_gpu", _num(p, ln, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
+        milli = number(p, ln, "gpu_milli", r["gpu_milli"], required=False)
+        g = gpu_count(p, ln, "num_gpu", number(p, ln, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
         if g is None:
             continue
         cols["job_id"].append(r["name"])
-        cols["submit_s"].append(_num(p, ln, "creation_time", r["creation_time"]))
-        cols["duration_s"].append(_num(p, ln, "deletion_time", r["deletion_time"]) - _num(p, ln, "scheduled_time", r["scheduled_time"]))
+        cols["submit_s"].append(number(p, ln, "creation_time", r["creation_time"]))
+        cols["duration_s"].append(number(p, ln, "deletion_time", r["deletion_time"]) - number(p, ln, "scheduled_time", r["scheduled_time"]))
         cols["gpus"].append(g)
-        cols["cpu_cores"].append(_num(p, ln, "cpu_milli", r["cpu_milli"]) / 1000.0)
-        cols["mem_gib"].append(_num(p, ln, "memory_mib", r["memory_mib"]) / 1024.0)
+        cols["cpu_cores"].append(number(p, ln, "cpu_milli", r["cpu_milli"]) / 1000.0)
+        cols["mem_gib"].append(number(p, ln, "memory_mib", r["memory_mib"]) / 1024.0)
         cols["tenant"].append((r.get("qos") or "").strip())
         cols["gpu_type"].append((r.get("gpu_spec") or "").strip())
-    _rebase(cols)
-    _drop_nonpositive(cols, notes)
+    rebase(cols)
+    drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -440,36 +330,22 @@ def load_helios(path: str | Path) -> Trace:
     first arrival is 0. CPU-only jobs (``gpu_num == 0``) are dropped.
     """
     p = Path(path)
-    rows = _read_csv(p, ["job_id", "gpu_num", "submit_time", "duration"])
+    rows = read_rows(p, ["job_id", "gpu_num", "submit_time", "duration"])
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        g = _gpu_count(p, ln, "gpu_num", _num(p, ln, "gpu_num", r["gpu_num"]), notes)
+        g = gpu_count(p, ln, "gpu_num", number(p, ln, "gpu_num", r["gpu_num"]), notes)
         if g is None:
             continue
         cols["job_id"].append(r["job_id"])
-        cols["submit_s"].append(_time(p, ln, "submit_time", r["submit_time"]))
-        cols["duration_s"].append(_num(p, ln, "duration", r["duration"]))
+        cols["submit_s"].append(time_value(p, ln, "submit_time", r["submit_time"]))
+        cols["duration_s"].append(number(p, ln, "duration", r["duration"]))
         cols["gpus"].append(g)
         cols["tenant"].append((r.get("vc") or "").strip())
-    _rebase(cols)
-    _drop_nonpositive(cols, notes)
+    rebase(cols)
+    drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
-
-
-def _drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
-    """Zero-length jobs (present in the traces) and jobs that end before they start (a clock
-    error in the trace) cannot be replayed: drop them, counted apart."""
-    keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
-    if len(keep) < len(cols["duration_s"]):
-        zero = sum(1 for d in cols["duration_s"] if d == 0)
-        negative = len(cols["duration_s"]) - len(keep) - zero
-        for key, n in (("dropped_zero_duration", zero), ("dropped_negative_duration", negative)):
-            if n:
-                notes[key] = notes.get(key, 0) + n
-        for k in cols:
-            cols[k] = [cols[k][i] for i in keep]
 
 
 _SNIFF = {
@@ -495,12 +371,12 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
     p = Path(path)
     try:
         with p.open(encoding="utf-8-sig") as fh:
-            first = next(_uncommented(fh), "")
+            first = next(uncommented(fh), "")
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("path", str(p), f"cannot be read: {e}") from None
-    names = [c.strip() for c in next(csv.reader([first], delimiter=_delimiter(first), skipinitialspace=True), [])]
+    names = [c.strip() for c in next(csv.reader([first], delimiter=delimiter_of(first), skipinitialspace=True), [])]
     header = set(names)
     for name, cols in _SNIFF.items():
         if cols <= header:
@@ -508,7 +384,7 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
     if first.lstrip()[:1] in ("{", "["):
         raise InputError("path", str(p), "looks like JSON; traces are CSV files (normalized, Philly, Alibaba, Helios, or any layout "
                                          "described with --columns / --schema): convert it to CSV first")
-    raise InputError("path", str(p), f"unrecognised trace header {_short_list(names)}; pass the format, or describe the "
+    raise InputError("path", str(p), f"unrecognised trace header {short_list(names)}; pass the format, or describe the "
                       "columns with a CsvSchema (optsched simulate --columns / --schema)")
 
 
@@ -629,7 +505,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
     """
     p = Path(path)
     c = schema.columns
-    rows = _read_csv(p, sorted(set(c.values())), comment=schema.comment, what="the schema names missing column(s)")
+    rows = read_rows(p, sorted(set(c.values())), comment=schema.comment, what="the schema names missing column(s)")
     tu, du = TIME_UNITS[schema.time_unit], TIME_UNITS[schema.duration_unit or schema.time_unit]
 
     def when(i: int, field: str) -> float:
@@ -650,9 +526,9 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        frac = _num(p, ln, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
-        raw = _num(p, ln, c["gpus"], r[c["gpus"]])
-        tasks = _num(p, ln, c["instances"], r[c["instances"]]) if "instances" in c else 1.0
+        frac = number(p, ln, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
+        raw = number(p, ln, c["gpus"], r[c["gpus"]])
+        tasks = number(p, ln, c["instances"], r[c["instances"]]) if "instances" in c else 1.0
         if not (math.isfinite(tasks) and tasks >= 1 and tasks == int(tasks)):
             raise InputError(f"{p.name}[line {ln}].{c['instances']}", tasks, "must be a whole number of tasks >= 1")
         if (schema.gpu_unit != 1.0 or tasks != 1) and math.isfinite(raw) and raw > 0:
@@ -661,12 +537,12 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
                 frac, raw = raw, float(math.ceil(raw))
             else:
                 raw = float(round(raw))
-        g = _gpu_count(p, ln, c["gpus"], raw, notes, 1.0 if math.isnan(frac) else frac)
+        g = gpu_count(p, ln, c["gpus"], raw, notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
         submit = when(i, "submit")
         if "duration" in c:
-            dur = _num(p, ln, c["duration"], r[c["duration"]]) * du
+            dur = number(p, ln, c["duration"], r[c["duration"]]) * du
         else:
             dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
         cols["job_id"].append(r[c["id"]].strip() if "id" in c else f"{p.stem}-{i}")
@@ -674,9 +550,9 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
         cols["duration_s"].append(dur)
         cols["gpus"].append(g)
         for f, scale in (("cpu_cores", schema.cpu_unit * tasks), ("mem_gib", tasks), ("cpus_per_gpu", 1.0), ("mem_per_gpu_gb", 1.0)):
-            cols[f].append(_num(p, ln, c[f], r.get(c[f]), required=False) * scale if f in c else math.nan)
+            cols[f].append(number(p, ln, c[f], r.get(c[f]), required=False) * scale if f in c else math.nan)
         for f in ("tenant", "gpu_type", "model"):
             cols[f].append((r.get(c[f]) or "").strip() if f in c else "")
-    _rebase(cols)
-    _drop_nonpositive(cols, notes)
+    rebase(cols)
+    drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)

@@ -1,0 +1,151 @@
+"""Reading a trace CSV into rows (:func:`read_rows`) and the cell readers the trace loaders of
+:mod:`optsched.sim.traces` share: numbers, times, GPU counts, each error naming the file line."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from optsched.errors import InputError
+
+__all__ = ["DELIMITERS", "Rows", "delimiter_of", "drop_nonpositive", "gpu_count", "number", "read_rows", "rebase", "short_list",
+           "time_value", "uncommented"]
+
+
+#: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
+DELIMITERS = (",", "\t", ";", "|")
+
+
+class Rows(list[dict[str, str]]):
+    """A CSV file's data rows, each with the file line it ends on (1-based, counting the header
+    and comment lines), so that errors name the line an editor shows."""
+
+    def __init__(self, rows: Iterable[dict[str, str]], lines: Sequence[int]) -> None:
+        super().__init__(rows)
+        self.lines = list(lines)
+
+
+def delimiter_of(header: str) -> str:
+    """The separator of a CSV file, from its header line (:data:`DELIMITERS`; a comma wherever
+    the header has one)."""
+    if "," in header:
+        return ","
+    counts = {d: header.count(d) for d in DELIMITERS[1:]}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str] | None = None,
+              comment: str = "#", what: str = "missing required column(s)", delimiter: str | None = None) -> Rows:
+    """The rows of a CSV file (lines starting with ``comment`` and empty lines skipped; a UTF-8
+    byte-order mark, blanks after a separator and around column names ignored; the separator
+    found from the header, :func:`delimiter_of`, unless given); every column of ``required`` must
+    be in its header, else an error naming the file's columns."""
+    p = Path(path)
+    numbers: list[int] = []
+    try:
+        with p.open(newline="", encoding="utf-8-sig") as fh:
+            lines = numbered(fh, comment, numbers)
+            first = next(lines, "")
+            sep = delimiter or delimiter_of(first)
+            reader = csv.DictReader(itertools.chain([first] if first else [], lines), fieldnames=list(header) if header else None,
+                                    delimiter=sep, skipinitialspace=True)
+            if reader.fieldnames is not None:
+                reader.fieldnames = [f.strip() for f in reader.fieldnames]
+            rows, ends = [], []
+            for r in reader:
+                rows.append(r)
+                ends.append(numbers[reader.line_num - 1])
+            fields = reader.fieldnames or []
+    except FileNotFoundError:
+        raise InputError("path", str(p), "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError("path", str(p), f"cannot be read: {e}") from None
+    missing = sorted({c for c in required if c not in fields}, key=list(required).index)
+    if missing:
+        raise InputError(f"{p.name}.columns", short_list(fields), f"{what} {missing}")
+    return Rows(rows, ends)
+
+
+def short_list(names: Sequence[str], most: int = 24, width: int = 40) -> list[str]:
+    """At most ``most`` names of at most ``width`` characters each (a header can be a whole file)."""
+    out = [n if len(n) <= width else n[: width - 3] + "..." for n in list(names)[:most]]
+    return out + [f"... {len(names) - most} more"] if len(names) > most else out
+
+
+def numbered(lines: Iterable[str], comment: str, numbers: list[int]) -> Iterator[str]:
+    """:func:`uncommented`, appending each kept line's 1-based number in the file to ``numbers``."""
+    for n, line in enumerate(lines, 1):
+        if line.strip() and not line.lstrip().startswith(comment):
+            numbers.append(n)
+            yield line
+
+
+def uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
+    """The lines of a CSV file that are not comments (``comment`` first, after blanks) nor empty."""
+    return (line for line in lines if line.strip() and not line.lstrip().startswith(comment))
+
+
+def number(path: Path, line: int, col: str, text: str | None, *, required: bool = True) -> float:
+    text = (text or "").strip()
+    if not text:
+        if required:
+            raise InputError(f"{path.name}[line {line}].{col}", text, "is required")
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{path.name}[line {line}].{col}", text, "must be a number") from None
+
+
+def time_value(path: Path, line: int, col: str, text: str | None) -> float:
+    """Seconds: a number, or an ISO date-time (converted to POSIX seconds, naive = UTC)."""
+    text = (text or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"{path.name}[line {line}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def rebase(cols: dict[str, list[Any]]) -> None:
+    if cols["submit_s"]:
+        t0 = min(cols["submit_s"])
+        cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
+
+
+def gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
+    """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise InputError(f"{path.name}[line {line}].{col}", value, "must be a whole number of GPUs >= 0")
+    if value == 0:
+        notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
+        return None
+    if fraction < 1.0:
+        notes["fractional_gpu_as_whole"] = notes.get("fractional_gpu_as_whole", 0) + 1
+    return int(value)
+
+
+def drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
+    """Zero-length jobs (present in the traces) and jobs that end before they start (a clock
+    error in the trace) cannot be replayed: drop them, counted apart."""
+    keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
+    if len(keep) < len(cols["duration_s"]):
+        zero = sum(1 for d in cols["duration_s"] if d == 0)
+        negative = len(cols["duration_s"]) - len(keep) - zero
+        for key, n in (("dropped_zero_duration", zero), ("dropped_negative_duration", negative)):
+            if n:
+                notes[key] = notes.get(key, 0) + n
+        for k in cols:
+            cols[k] = [cols[k][i] for i in keep]
