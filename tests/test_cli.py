@@ -61,6 +61,21 @@ def test_solve_to_stdout():
     assert json.loads(p.stdout)["instance"] == "t-2n-4j-01"
 
 
+def test_solve_names_the_jobs_no_schedule_can_run(tmp_path):
+    """A gang larger than its GPU type, and a job allowed only a type the cluster lacks: valid
+    input, solved, and named on stderr as never schedulable; a round without such jobs gets no note."""
+    d = json.loads(SMALL.read_text())
+    d["jobs"][0]["gpus"] = 64
+    d["jobs"][1]["gpu_speed"] = {"K80": 0.3}
+    f = tmp_path / "never.json"
+    f.write_text(json.dumps(d))
+    p = optsched("solve", f, "--method", "heuristic", "-o", tmp_path / "s.json")
+    assert p.returncode == 0, p.stderr
+    assert "2 job(s) fit no allowed GPU type even on the empty cluster and can never be scheduled: j0, j1" in p.stderr
+    q = optsched("solve", SMALL, "--method", "heuristic", "-o", tmp_path / "t.json")
+    assert q.returncode == 0 and "never be scheduled" not in q.stderr
+
+
 def test_solve_exact_with_hint(tmp_path):
     """cpsat proves the tiny round optimal, warm-started from the fixed-demand schedule, and is
     no worse than it."""

@@ -26,6 +26,7 @@ from optsched.errors import InputError
 from optsched.io import load_instance, load_schedule, write_json
 from optsched.model import Instance
 from optsched.result import Result, Status, gap
+from optsched.round_policies import drf_runnable
 from optsched.schedule import Schedule
 from optsched.solve import SolverBug, _resolve, solve_round
 
@@ -101,7 +102,20 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     print(result.summary(), file=sys.stderr)
+    _note_unplaceable(instance)
     return 0
+
+
+def _note_unplaceable(instance: Instance) -> None:
+    """Name the jobs that no schedule of the round can run: each, at every allowed grid point,
+    needs more GPUs than its allowed types' empty nodes hold (a gang larger than the type, a
+    demand no node shape feeds). Valid input, so a note, not an error."""
+    memo: dict[tuple[str, int, int], int] = {}
+    never = [j.id for j in instance.jobs if not drf_runnable(instance, j, memo)]
+    if never:
+        shown = ", ".join(never[:10]) + (f" and {len(never) - 10} more" if len(never) > 10 else "")
+        print(f"optsched: note: {len(never)} job(s) fit no allowed GPU type even on the empty cluster and can never be scheduled: "
+              f"{shown}", file=sys.stderr)
 
 
 #: methods with a search log of their own (their option ``log``; the backends print it on stdout)
