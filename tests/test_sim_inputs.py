@@ -112,6 +112,8 @@ def test_the_workload_counts_what_it_cannot_honour(tmp_path, capsys):
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,64\n", ["--cap-mode", "drop", "--cluster", "2x8"], "--cap-mode: drops every job"),
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--cpus", "0"], "--cpus: must be >= 1"),
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--cluster", "4x0"], "--cluster: needs at least one node"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--round", "0"], "--round: must be > 0"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--start-min-throughput", "2"], "--start-min-throughput: must be a share"),
 ])
 def test_simulate_says_why_nothing_is_left_to_replay(tmp_path, capsys, text, extra, message):
     p = _write(tmp_path, "t.csv", text)

@@ -127,6 +127,14 @@ _OPTION_OF = {"start/length": "--start/--length", "min_duration/max_duration": "
               "target_load": "--target-load", "cpus": "--cpus", "mem_gb": "--mem-gb", "max_gpus": "--cluster", "cluster": "--cluster", "trace": "trace"}
 
 
+#: SimConfig's fields -> the options that set them
+_CONFIG_OPTION = {"round_s": "--round", "queue_window": "--queue-window", "horizon_s": "--horizon",
+                  "start_spread_horizon_s": "--start-spread-horizon", "start_min_throughput": "--start-min-throughput",
+                  "preemption": "--preemption", "backfill": "--backfill", "slo_share": "--slo-share", "slo_slack": "--slo-slack",
+                  "elastic_share": "--elastic-share", "fairness": "--fairness", "max_moves": "--max-moves",
+                  "packing_tolerance": "--packing-tolerance"}
+
+
 def _warn_on_units(workload: Workload) -> None:
     """Warn where the workload's times look like another unit than the one they were read in:
     a median job of more than 30 days, or arrivals spread over more than 5 years (times in ms or
@@ -170,6 +178,20 @@ def run(args: argparse.Namespace) -> int:
     except InputError as e:
         raise InputError("--deterministic-time", e.value, e.problem) from None
     try:
+        cfg = SimConfig(
+            round_s=parse_duration(args.round, "--round"), fair=args.fair,
+            queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
+            check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
+            packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
+            elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
+            preemption=args.preemption, backfill=args.backfill,
+            start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon), start_min_throughput=args.start_min_throughput,
+        )
+    except InputError as e:  # SimConfig's field names, as the options that set them
+        if e.field in _CONFIG_OPTION:
+            raise InputError(_CONFIG_OPTION[e.field], e.value, e.problem) from None
+        raise
+    try:
         setup = prepare(
             args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,
             length=args.length, max_jobs=args.max_jobs, load=args.load, target_load=args.target_load,
@@ -184,15 +206,6 @@ def run(args: argparse.Namespace) -> int:
     _warn_on_units(setup.workload)
     out = Path(args.out)
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
-    cfg = SimConfig(
-        round_s=parse_duration(args.round, "--round"), fair=args.fair,
-        queue_window=args.queue_window or None, horizon_s=parse_duration(args.horizon, "--horizon"),
-        check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
-        packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
-        elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
-        preemption=args.preemption, backfill=args.backfill,
-        start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon), start_min_throughput=args.start_min_throughput,
-    )
     if args.shadow is not None:
         get_method(args.shadow)
     pairs = [(pol, a) for pol in policies for a in allocators]
