@@ -49,6 +49,7 @@ __all__ = [
     "FAIR_SHARE",
     "FAMILIES",
     "GPU_SPEEDS",
+    "UNDISCLOSED_GPUS",
     "GRIDS",
     "MEM_GRIDS",
     "MODELS",
@@ -162,18 +163,25 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({s.name: s for s in _SPECS})
 #: default share of each family in sampled workloads, split evenly over its models
 DEFAULT_MIX: Mapping[str, float] = MappingProxyType({"image": 0.4, "language": 0.3, "audio": 0.2, "other": 0.1})
 
+#: GPU types whose model a trace does not disclose (Alibaba GPU v2023's G1, G2 and G3): given a
+#: V100's speed so that such a cluster runs; a stand-in, not a measurement
+UNDISCLOSED_GPUS = ("G1", "G2", "G3")
+
 #: GPU speed relative to a V100 for each model family (Gavel-style heterogeneity, OSDI'20:
 #: newer GPUs help large compute-bound models most, small models little). Assumed, rounded
 #: figures, not fitted to measurements; see docs/catalogue.md.
 GPU_SPEEDS: Mapping[str, Mapping[str, float]] = MappingProxyType({
-    "image": MappingProxyType({"K80": 0.22, "MISC": 0.22, "M60": 0.3, "P100": 0.58, "T4": 0.45,
-                               "V100": 1.0, "V100M32": 1.0, "A100": 2.0, "H100": 3.2}),
-    "audio": MappingProxyType({"K80": 0.3, "MISC": 0.3, "M60": 0.38, "P100": 0.65, "T4": 0.5,
-                               "V100": 1.0, "V100M32": 1.0, "A100": 1.6, "H100": 2.4}),
-    "language": MappingProxyType({"K80": 0.15, "MISC": 0.15, "M60": 0.22, "P100": 0.5, "T4": 0.4,
-                                  "V100": 1.0, "V100M32": 1.0, "A100": 2.3, "H100": 3.8}),
-    "other": MappingProxyType({"K80": 0.6, "MISC": 0.6, "M60": 0.65, "P100": 0.85, "T4": 0.8,
-                               "V100": 1.0, "V100M32": 1.0, "A100": 1.2, "H100": 1.3}),
+    family: MappingProxyType({**speeds, "V100M16": 1.0, **{g: 1.0 for g in UNDISCLOSED_GPUS}})
+    for family, speeds in {
+        "image": {"K80": 0.22, "MISC": 0.22, "M60": 0.3, "P100": 0.58, "T4": 0.45, "A10": 0.9,
+                  "V100": 1.0, "V100M32": 1.0, "A100": 2.0, "H100": 3.2},
+        "audio": {"K80": 0.3, "MISC": 0.3, "M60": 0.38, "P100": 0.65, "T4": 0.5, "A10": 0.9,
+                  "V100": 1.0, "V100M32": 1.0, "A100": 1.6, "H100": 2.4},
+        "language": {"K80": 0.15, "MISC": 0.15, "M60": 0.22, "P100": 0.5, "T4": 0.4, "A10": 0.8,
+                     "V100": 1.0, "V100M32": 1.0, "A100": 2.3, "H100": 3.8},
+        "other": {"K80": 0.6, "MISC": 0.6, "M60": 0.65, "P100": 0.85, "T4": 0.8, "A10": 0.95,
+                  "V100": 1.0, "V100M32": 1.0, "A100": 1.2, "H100": 1.3},
+    }.items()
 })
 
 

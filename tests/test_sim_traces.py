@@ -45,6 +45,21 @@ def test_pai_inventory():
     assert 80 < len(small) < 100
 
 
+def test_the_bundled_pai_shapes_are_the_published_spec():
+    spec = SHARED / "alibaba-pai-v2020-spec" / "pai_machine_spec.csv"
+    for kw in ({}, {"fraction": 0.05}, {"include_cpu_only": True}):
+        assert cluster.pai_2020(**kw) == cluster.pai_2020(spec, **kw)
+
+
+def test_the_alibaba_v2023_nodes_run_with_the_catalogue():
+    """Its undisclosed GPU types (G2, G3) and V100M16 / A10 have speeds, so a workload builds."""
+    path = SHARED / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
+    nodes = cluster.parse_cluster(f"alibaba2023:{path}:0.05")
+    assert {"G2", "G3", "V100M16", "A10", "T4"} <= {n.gpu_type for n in nodes}
+    work = build_workload(window(load_trace(SHARED / "normalized" / "alibaba_v2023_default.csv"), 0, 86400), nodes)
+    assert len(work) > 0 and all(j.gpu_speed for j in work.jobs)
+
+
 def test_a_short_alibaba_window_runs_with_the_catalogue():
     tr = window(load_trace(SHARED / "normalized" / "alibaba_v2023_default.csv"), 30 * 86400, 2 * 86400)
     nodes = cluster.homogeneous(4)

@@ -211,6 +211,19 @@ m4,V100M32,96,384,8
     assert len(cluster.pai_2020(p, include_cpu_only=True)) == 4
 
 
+def test_the_pai_inventory_is_bundled_and_the_v2023_one_is_named_where_missing(tmp_path):
+    """``pai2020`` needs no file (its machine shapes ship with the package); ``alibaba2023`` reads
+    the node list it is given, and says where to get it when it is missing."""
+    nodes = cluster.parse_cluster("pai2020:0.02")
+    assert {n.gpu_type for n in nodes} == {"MISC", "P100", "T4", "V100", "V100M32"}
+    assert sum(n.gpus for n in cluster.pai_2020()) == 6742
+    with pytest.raises(InputError, match="not bundled; download openb_node_list_gpu_node.csv"):
+        cluster.parse_cluster(f"alibaba2023:{tmp_path / 'none.csv'}:0.5")
+    p = _write(tmp_path, "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\na,96000,786432,8,G2\nb,64000,262144,2,T4\nc,8000,8192,0,\n")
+    nodes = cluster.parse_cluster(f"alibaba2023:{p}")
+    assert [(n.gpu_type, n.gpus, n.cpus, n.mem_gb) for n in nodes] == [("G2", 8, 96, 768), ("T4", 2, 64, 256)]
+
+
 def test_filter_durations_and_offered_load():
     from optsched.sim.workload import filter_durations, offered_load
 

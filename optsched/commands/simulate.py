@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="scale arrivals so that GPU demand / supply over the window is this (overrides --load)")
     p.add_argument("--min-duration", default=None, help="drop jobs shorter than this (e.g. 60)")
     p.add_argument("--max-duration", default=None, help="drop jobs longer than this (e.g. 2d)")
-    p.add_argument("--cluster", default="16x8", help="NxG[:TYPE], mix:NAME:N, pai2020[:FRACTION], alibaba2023[:FRACTION]")
+    p.add_argument("--cluster", default="16x8", help="NxG[:TYPE], mix:NAME:N, pai2020[:FRACTION], alibaba2023[:PATH][:FRACTION]")
     p.add_argument("--cpus", type=int, default=64, help="cores per node for NxG clusters (default 64)")
     p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
     p.add_argument("--cap-mode", default="clip", choices=("clip", "drop"), help="jobs larger than the largest GPU type")

@@ -29,8 +29,16 @@ MIXES: dict[str, tuple[tuple[float, str, int, int, int], ...]] = {
 }
 
 _SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
-PAI_SPEC = _SHARED / "alibaba-pai-v2020-spec" / "pai_machine_spec.csv"
 ALIBABA_V2023_NODES = _SHARED / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv"
+
+#: The Alibaba PAI 2020 machine inventory (NSDI'22), summarized: machines per (gpu_type, GPUs,
+#: cores, GB), from ``pai_machine_spec.csv`` of cluster-trace-gpu-v2020 in
+#: github.com/alibaba/clusterdata, licensed CC BY 4.0 (Weng et al., "MLaaS in the Wild", NSDI
+#: 2022). ``MISC`` stands for its older K40m, K80 and M60 machines.
+PAI_2020_SHAPES: tuple[tuple[str, int, int, int, int], ...] = (
+    ("MISC", 8, 96, 512, 280), ("V100", 8, 96, 384, 45), ("V100", 8, 96, 512, 59), ("V100M32", 8, 96, 384, 135),
+    ("P100", 2, 64, 512, 798), ("T4", 2, 96, 512, 497), ("CPU", 0, 96, 512, 83),
+)
 
 
 def _nodes(shapes: Sequence[NodeShape], rack_size: int | None) -> tuple[Node, ...]:
@@ -84,28 +92,35 @@ def pai_2020(
     path: str | Path | None = None, *, fraction: float = 1.0, include_cpu_only: bool = False, rack_size: int | None = 16
 ) -> tuple[Node, ...]:
     """The Alibaba PAI 2020 machine inventory (NSDI'22) as nodes: ``gpu_type`` P100, T4, V100,
-    V100M32 or MISC (older K40m/K80/M60), with their real cores, memory and GPUs.
+    V100M32 or MISC (older K40m/K80/M60), with their real cores, memory and GPUs: the bundled
+    summary :data:`PAI_2020_SHAPES`, or the spec file at ``path`` (``pai_machine_spec.csv``).
 
     ``fraction`` < 1 keeps that share of every machine shape (at least one each, rounded), a
     deterministic down-scaled cluster with the same mix. CPU-only machines are left out unless
     ``include_cpu_only``.
     """
-    p = Path(path) if path is not None else PAI_SPEC
     if not 0 < fraction <= 1:
         raise InputError("cluster.fraction", fraction, "must be in (0, 1]")
-    try:
-        with p.open(newline="") as fh:
-            rows = list(csv.reader(fh))
-    except FileNotFoundError:
-        raise InputError("path", str(p), "no such file (the PAI 2020 machine spec)") from None
     shapes: Counter[tuple[str, int, int, int]] = Counter()
+    if path is None:  # the bundled summary of the published spec
+        for gpu_type, gpus, cpus, mem, count in PAI_2020_SHAPES:
+            if gpus or include_cpu_only:
+                shapes[(gpu_type, gpus, cpus, mem)] += count
+        rows: list[list[str]] = []
+    else:
+        p = Path(path)
+        try:
+            with p.open(newline="") as fh:
+                rows = list(csv.reader(fh))
+        except FileNotFoundError:
+            raise InputError("path", str(p), "no such file (the PAI 2020 machine spec)") from None
     for i, r in enumerate(rows):
         if len(r) != 5:
-            raise InputError(f"{p.name}[row {i}]", r, "must have 5 fields: machine, gpu_type, cap_cpu, cap_mem, cap_gpu")
+            raise InputError(f"{Path(str(path)).name}[row {i}]", r, "must have 5 fields: machine, gpu_type, cap_cpu, cap_mem, cap_gpu")
         try:
             gpu_type, cpus, mem, gpus = r[1], int(r[2]), int(r[3]), int(r[4])
         except ValueError:
-            raise InputError(f"{p.name}[row {i}]", r, "cap_cpu, cap_mem and cap_gpu must be integers") from None
+            raise InputError(f"{Path(str(path)).name}[row {i}]", r, "cap_cpu, cap_mem and cap_gpu must be integers") from None
         if gpus == 0 and not include_cpu_only:
             continue
         shapes[(gpu_type, gpus, cpus, mem)] += 1
@@ -115,7 +130,10 @@ def pai_2020(
 
 
 def alibaba_v2023(path: str | Path | None = None, *, fraction: float = 1.0, rack_size: int | None = 16) -> tuple[Node, ...]:
-    """The GPU nodes of the Alibaba GPU v2023 cluster (``openb_node_list_gpu_node.csv``)."""
+    """The GPU nodes of the Alibaba GPU v2023 cluster (``openb_node_list_gpu_node.csv`` of
+    cluster-trace-gpu-v2023 in github.com/alibaba/clusterdata; not bundled: its terms are research
+    use with citation, so pass its path). Its GPU types G1-G3 are undisclosed; the catalogue
+    gives them a V100's speeds (docs/catalogue.md)."""
     p = Path(path) if path is not None else ALIBABA_V2023_NODES
     if not 0 < fraction <= 1:
         raise InputError("cluster.fraction", fraction, "must be in (0, 1]")
@@ -123,7 +141,9 @@ def alibaba_v2023(path: str | Path | None = None, *, fraction: float = 1.0, rack
         with p.open(newline="") as fh:
             rows = list(csv.DictReader(fh))
     except FileNotFoundError:
-        raise InputError("path", str(p), "no such file (the v2023 node list)") from None
+        raise InputError("path", str(p), "no such file: the v2023 node list is not bundled; download openb_node_list_gpu_node.csv "
+                                         "(cluster-trace-gpu-v2023, github.com/alibaba/clusterdata) and pass "
+                                         "--cluster alibaba2023:PATH[:FRACTION]") from None
     shapes: Counter[tuple[str, int, int, int]] = Counter()
     for i, r in enumerate(rows):
         try:
@@ -141,13 +161,14 @@ def alibaba_v2023(path: str | Path | None = None, *, fraction: float = 1.0, rack
 def parse_cluster(spec: str, *, cpus: int = 64, mem_gb: int = 512) -> tuple[Node, ...]:
     """Short forms: ``64x8`` (64 nodes x 8 GPUs, ``cpus`` cores, ``mem_gb`` GB, V100),
     ``64x8:A100``, ``mix:v100-p100-k80:48``, ``pai2020`` or ``pai2020:0.05`` (a share of it),
-    ``alibaba2023[:fraction]``."""
+    ``alibaba2023[:PATH][:FRACTION]`` (the v2023 node list at ``PATH``)."""
     kind, _, rest = spec.partition(":")
     try:
         if kind == "pai2020":
             return pai_2020(fraction=float(rest) if rest else 1.0)
-        if kind == "alibaba2023":
-            return alibaba_v2023(fraction=float(rest) if rest else 1.0)
+        if kind == "alibaba2023":  # alibaba2023[:PATH][:FRACTION]
+            where, _, frac = rest.rpartition(":") if _is_number(rest.rpartition(":")[2]) else (rest, "", "")
+            return alibaba_v2023(where or None, fraction=float(frac) if frac else 1.0)
         if kind == "mix":
             name, _, n = rest.rpartition(":")
             return mix(name, int(n))
@@ -158,7 +179,15 @@ def parse_cluster(spec: str, *, cpus: int = 64, mem_gb: int = 512) -> tuple[Node
         raise  # a well-formed spec with a bad value: say which
     except ValueError:
         pass
-    raise InputError("cluster", spec, "use NxG[:TYPE] (e.g. 64x8), mix:NAME:N, pai2020[:FRACTION] or alibaba2023[:FRACTION]")
+    raise InputError("cluster", spec, "use NxG[:TYPE] (e.g. 64x8), mix:NAME:N, pai2020[:FRACTION] or alibaba2023[:PATH][:FRACTION]")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def summary(nodes: Sequence[Node]) -> str:
