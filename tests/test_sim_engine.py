@@ -340,6 +340,24 @@ def test_window_never_idles_gpus_a_waiting_job_could_use():
     assert start["s"] == pytest.approx(100.0)
 
 
+@pytest.mark.parametrize("policy", ["fifo", "las"])
+def test_a_window_of_gangs_no_node_can_feed_does_not_hide_the_queue(policy):
+    """The window counts GPUs only: two 16-GPU gangs fill it and "fit" the two empty 8-GPU nodes,
+    but at their demand (32 GB a GPU) a node of 100 GB holds 3 of their GPUs, so they never
+    start. The round after one that started none of the window's jobs with GPUs free offers the
+    whole queue, and the 1-GPU job behind them runs (before, the replay stopped with it unstarted)."""
+    nodes = cluster.homogeneous(2, gpus=8, cpus=64, mem_gb=100, rack_size=None)
+    rows = [("g1", 0, 600.0, 16, "flat"), ("g2", 1, 600.0, 16, "flat"), ("s", 2, 300.0, 1, "flat")]
+    wl = _workload(rows, nodes)
+    res = simulate(wl, nodes, policies.get_policy(policy), first_fit, _cfg(queue_window=0.5, queue_min_jobs=1))
+    start = dict(zip(res.jobs["id"], res.jobs["start_s"], strict=True))
+    # s arrives in the round at 100, which offers g1 alone and starts nothing; the next offers all
+    assert start["s"] == pytest.approx(200.0) and math.isnan(start["g1"]) and math.isnan(start["g2"])
+    assert res.info["stalled"] and res.info["window_widened_rounds"] >= 1
+    wide = simulate(wl, nodes, policies.get_policy(policy), first_fit, _cfg(queue_window=None))
+    assert wide.info["window_widened_rounds"] == 0 and dict(zip(wide.jobs["id"], wide.jobs["start_s"], strict=True))["s"] == 100.0
+
+
 def test_at_demand_view_removes_fungibility_only():
     from optsched.sim.allocators import AtDemand, at_demand_instance
 

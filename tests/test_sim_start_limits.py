@@ -148,4 +148,4 @@ def test_the_command_line_passes_the_share_into_the_run_manifest(tmp_path, capsy
     (metrics,) = out.glob("*.metrics.json")
     assert json.loads(metrics.read_text())["manifest"]["config"]["start_min_throughput"] == 0.25
     assert main(["simulate", str(trace), "--cluster", "2x8", "--start-min-throughput", "2", "-o", str(out), "--no-progress"]) == 2
-    assert "start_min_throughput: must be a share in [0, 1]" in capsys.readouterr().err
+    assert "--start-min-throughput: must be a share in [0, 1]" in capsys.readouterr().err

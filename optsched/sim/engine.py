@@ -269,7 +269,8 @@ def simulate_steps(
     last_sig: tuple[bytes, bytes] | None = None
     schedule: Schedule | None = None
     solver_calls = checked = 0
-    stalled = False
+    stalled = widen = False
+    widened = 0
     empty_sig: bytes | None = None
     t = 0.0 if n == 0 else math.floor(submit[0] / R) * R
     arrived = 0
@@ -289,7 +290,8 @@ def simulate_steps(
                 continue
             running_now = run.rate[active] > 0
             w, slo_live = _weights(run, t, active, running_now)
-            sel, w_sel = _offered(run, active, w, running_now)
+            sel, w_sel = _offered(run, active, w, running_now, widen)
+            widened += widen
             sig = (sel.tobytes(), np.round(w_sel, 12).tobytes())
             if slo_live:
                 last_sig = None  # deadlines tighten every round: solve again
@@ -303,6 +305,7 @@ def simulate_steps(
                 # waited with a cut profile runs with its whole one (SimConfig.start_min_throughput):
                 # solve the next round
                 last_sig = None if _started_changed(run, sel, t) else sig
+            widen = _widen_next(run, active, running_now, sel, widen)
             run_idx = np.flatnonzero(run.rate > 0)
             span, t_fin = R, None
             if run_idx.size:
@@ -329,7 +332,7 @@ def simulate_steps(
     finally:
         if bar is not None:
             bar.close()
-    counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stalled": stalled,
+    counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stalled": stalled, "widened": widened,
               "wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
     return _result(run, workload, allocator_name, counts)
 
@@ -376,9 +379,10 @@ def _weights(run: _Run, t: float, active: np.ndarray, running_now: np.ndarray) -
     return w, slo_live
 
 
-def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray, widen: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The jobs the round offers (sorted indices: optsched.sim.queue.offer) and their weights;
-    under pinned rounds the head of the queue first (optsched.sim.queue.head_first)."""
+    under pinned rounds the head of the queue first (optsched.sim.queue.head_first). ``widen``:
+    every waiting job, the queue window left open (:func:`_widen_next`)."""
     cfg = run.cfg
     free = None
     if cfg.queue_window is not None or run.pin:
@@ -397,9 +401,27 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
         elif cfg.backfill == "easy":
             keep = _reserved(run, active, w, running_now, h, free)
             active, w, running_now = active[keep], w[keep], running_now[keep]
-    sel = offer(active, w, running_now, run.gpus, run.total_gpus, cfg.queue_window, cfg.queue_min_jobs,
-                free if cfg.queue_window is not None else None, run.start_allowed)
+    window = None if widen else cfg.queue_window
+    sel = offer(active, w, running_now, run.gpus, run.total_gpus, window, cfg.queue_min_jobs,
+                free if window is not None else None, run.start_allowed)
     return sel, w[np.searchsorted(active, sel)]
+
+
+def _widen_next(run: _Run, active: np.ndarray, running_now: np.ndarray, sel: np.ndarray, widened: bool) -> bool:
+    """Whether the next round offers every waiting job, the queue window left open: from a
+    round whose window hid waiting jobs and that started none of those it offered while GPUs
+    stayed free, until a round starts a waiting job. The window's own test of what fits counts
+    GPUs only, so a backlog of gangs that no node's cores or memory can feed would otherwise
+    hold the jobs behind it back for good."""
+    if run.cfg.queue_window is None:
+        return False
+    waiting_sel = sel[~np.isin(sel, active[running_now])]
+    if (run.rate[waiting_sel] > 0).any():
+        return False  # a waiting job started: the window works again
+    if widened:
+        return True  # stay open (the same offer each round, so a stall is still seen as one)
+    hidden = waiting_sel.size < int((~running_now).sum())
+    return hidden and int(run.gpus[run.rate > 0].sum()) < run.total_gpus
 
 
 def _reserved(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray, h: int, free: np.ndarray) -> np.ndarray:
@@ -508,7 +530,7 @@ def _advance(run: _Run, t: float, span: float, run_idx: np.ndarray, t_fin: np.nd
 
 def _result(run: _Run, workload: Workload | Sequence[SimJob], allocator_name: str, counts: dict[str, Any]) -> SimResult:
     """The :class:`SimResult` of a finished replay (``counts``: arrived, end_s, solver_calls,
-    checked_rounds, stalled, wall_s, cpu_s)."""
+    checked_rounds, stalled, widened, wall_s, cpu_s)."""
     cfg, jobs = run.cfg, run.jobs
     jobs_cols = {
         "id": np.array([j.id for j in jobs], dtype=object),
@@ -549,6 +571,7 @@ def _result(run: _Run, workload: Workload | Sequence[SimJob], allocator_name: st
         "solver_calls": counts["solver_calls"],
         "checked_rounds": counts["checked_rounds"],
         "stalled": counts["stalled"],
+        "window_widened_rounds": counts["widened"],  #: rounds that offered every waiting job (_widen_next)
         "wall_s": counts["wall_s"],
         "cpu_s": counts["cpu_s"],  #: this process's CPU time (fairer than wall time on a shared machine)
         "notes": dict(workload.notes) if isinstance(workload, Workload) else {},
