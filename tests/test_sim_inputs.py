@@ -113,12 +113,24 @@ def test_the_workload_counts_what_it_cannot_honour(tmp_path, capsys):
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--cpus", "0"], "--cpus: must be >= 1"),
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--cluster", "4x0"], "--cluster: needs at least one node"),
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--round", "0"], "--round: must be > 0"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--policy", "fifo", "--allocator", "fungible-greedy,maifs"],
+     "--allocator: cannot keep running jobs where they run, which --policy fifo needs"),
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--start-min-throughput", "2"], "--start-min-throughput: must be a share"),
 ])
 def test_simulate_says_why_nothing_is_left_to_replay(tmp_path, capsys, text, extra, message):
     p = _write(tmp_path, "t.csv", text)
     assert main(["simulate", str(p), "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o"), *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_synthetic_load_without_gpus_is_on_the_cluster_of_the_run(tmp_path, capsys):
+    """``load=`` with neither the text nor the preset giving a GPU count takes the cluster's; a
+    note says that EASY backfilling does not change a queue that preempts."""
+    args = ["simulate", "synthetic:parametric:jobs=60,load=1.5", "--cluster", "2x8", "--policy", "las", "--backfill", "easy",
+            "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o")]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "60 jobs" in err and "--backfill easy applies to queues that do not preempt" in err
 
 
 def test_simulate_warns_when_times_look_like_another_unit(tmp_path, capsys):

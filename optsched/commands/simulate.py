@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.registry import get_method
-from optsched.sim.config import SimConfig, parse_start_spread_horizon
+from optsched.registry import get_method, methods
+from optsched.sim.config import SimConfig, parse_start_spread_horizon, pins_running_jobs
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
-from optsched.sim.policies import POLICIES
+from optsched.sim.policies import POLICIES, get_policy
 from optsched.sim.result import summarise
 from optsched.sim.shadow import write_rounds_csv
 from optsched.sim.traces import CsvSchema
@@ -135,6 +135,25 @@ _CONFIG_OPTION = {"round_s": "--round", "queue_window": "--queue-window", "horiz
                   "packing_tolerance": "--packing-tolerance"}
 
 
+def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str]) -> None:
+    """Refuse, before any replay, an allocator that cannot keep running jobs where they run
+    (contract job field ``preemptible``) in a run whose rounds pin them (a queue that does not
+    preempt: FIFO under ``--preemption auto``, or ``--preemption none``), saying why."""
+    pinning = [pol for pol in policies if pins_running_jobs(cfg, get_policy(pol))]
+    if cfg.backfill == "easy" and len(pinning) < len(policies):
+        print(f"note: --backfill easy applies to queues that do not preempt; it does not change the runs of "
+              f"{', '.join(pol for pol in policies if pol not in pinning)}", file=sys.stderr)
+    if not pinning:
+        return
+    for a in allocators:
+        info = get_method(a.partition("@")[0])
+        if "preemption" not in info.policies:
+            able = sorted(m.name for m in methods() if "preemption" in m.policies)
+            raise InputError("--allocator", a, f"cannot keep running jobs where they run, which --policy {pinning[0]} needs "
+                             f"(its queue does not preempt: --preemption {cfg.preemption} pins them); use --preemption allowed, "
+                             f"or an allocator that can: {', '.join(able)}")
+
+
 def _warn_on_units(workload: Workload) -> None:
     """Warn where the workload's times look like another unit than the one they were read in:
     a median job of more than 30 days, or arrivals spread over more than 5 years (times in ms or
@@ -191,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
         if e.field in _CONFIG_OPTION:
             raise InputError(_CONFIG_OPTION[e.field], e.value, e.problem) from None
         raise
+    _check_pinning(cfg, policies, allocators)
     try:
         setup = prepare(
             args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,

@@ -401,12 +401,14 @@ _FLOATS = {"span_s", "rate_per_h", "load", "median_s", "p90_s", "p99_s", "max_du
 _INTS = {"jobs", "gpus", "node_gpus", "source_min_gpus", "tenants", "seed"}
 
 
-def parse_spec(text: str, *, seed: int | None = None) -> SyntheticSpec:
+def parse_spec(text: str, *, seed: int | None = None, gpus: int | None = None) -> SyntheticSpec:
     """``PRESET[:k=v,...]`` (the ``synthetic:`` trace argument without its prefix) -> spec.
 
     Values: numbers for numeric fields (durations also as ``90m``, ``45h``, ``7d``);
     ``sizes=1:0.5/8:0.5`` (``gpus:share`` pairs separated by ``/``) or a name;
-    ``mix=image:0.2/language:0.8``; ``source=PATH``. ``seed`` is used unless the text sets one.
+    ``mix=image:0.2/language:0.8``; ``source=PATH``. ``seed`` is used unless the text sets one;
+    ``gpus`` (the cluster's GPUs) where an offered load needs a GPU count that neither the text
+    nor the preset gives.
     """
     name, _, rest = text.partition(":")
     over: dict[str, Any] = {}
@@ -434,6 +436,13 @@ def parse_spec(text: str, *, seed: int | None = None) -> SyntheticSpec:
             raise InputError(key, val, "is not a valid value for this setting") from None
     if seed is not None and "seed" not in over:
         over["seed"] = seed
+    if gpus is not None and "gpus" not in over:
+        try:
+            return resolve_spec(name, **over)
+        except InputError as e:
+            if e.field != "gpus":
+                raise
+            over["gpus"] = gpus  # an offered load on the cluster the replay runs on
     return resolve_spec(name, **over)
 
 
