@@ -94,10 +94,8 @@ _STATUS = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.TIME_LIMI
 
 
 def _deadline(instance: Instance, start: float, time_limit: float) -> float:
-    """When a call started at ``start`` must stop working: the limit less the read-back reserve
-    (at most half the limit before the per-job part: with a limit of 0.1 s or less, the whole
-    fixed reserve left CP-SAT no time at all, and every round returned its greedy hint)."""
-    return start + max(0.0, time_limit - min(_RESERVE_S, time_limit / 2) - _RESERVE_PER_JOB_S * len(instance.jobs))
+    """When a call started at ``start`` must stop working: the limit less the read-back reserve."""
+    return start + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
 
 
 def _lns_share(instance: Instance, share: float | None) -> float:

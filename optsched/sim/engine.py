@@ -73,7 +73,7 @@ from optsched.schedule import Assignment, Schedule
 from optsched.sim.config import SimConfig, pins_running_jobs
 from optsched.sim.deadlines import admission_step, due_weights, job_rates, mark_deadlines
 from optsched.sim.policy_base import QueuePolicy, QueueState
-from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras, reservation
+from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras, reservation, widen_next
 from optsched.sim.result import SimResult
 from optsched.sim.rounds import apply_schedule, build_instance, node_shapes, start_limits, within_value_span
 from optsched.sim.solving import Allocator, SimulationError
@@ -305,7 +305,7 @@ def simulate_steps(
                 # waited with a cut profile runs with its whole one (SimConfig.start_min_throughput):
                 # solve the next round
                 last_sig = None if _started_changed(run, sel, t) else sig
-            widen = _widen_next(run, active, running_now, sel, widen)
+            widen = widen_next(run.cfg.queue_window is not None, active, running_now, sel, run.rate, run.gpus, run.total_gpus, widen)
             run_idx = np.flatnonzero(run.rate > 0)
             span, t_fin = R, None
             if run_idx.size:
@@ -382,7 +382,7 @@ def _weights(run: _Run, t: float, active: np.ndarray, running_now: np.ndarray) -
 def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray, widen: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The jobs the round offers (sorted indices: optsched.sim.queue.offer) and their weights;
     under pinned rounds the head of the queue first (optsched.sim.queue.head_first). ``widen``:
-    every waiting job, the queue window left open (:func:`_widen_next`)."""
+    every waiting job, the queue window left open (:func:`optsched.sim.queue.widen_next`)."""
     cfg = run.cfg
     free = None
     if cfg.queue_window is not None or run.pin:
@@ -405,23 +405,6 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
     sel = offer(active, w, running_now, run.gpus, run.total_gpus, window, cfg.queue_min_jobs,
                 free if window is not None else None, run.start_allowed)
     return sel, w[np.searchsorted(active, sel)]
-
-
-def _widen_next(run: _Run, active: np.ndarray, running_now: np.ndarray, sel: np.ndarray, widened: bool) -> bool:
-    """Whether the next round offers every waiting job, the queue window left open: from a
-    round whose window hid waiting jobs and that started none of those it offered while GPUs
-    stayed free, until a round starts a waiting job. The window's own test of what fits counts
-    GPUs only, so a backlog of gangs that no node's cores or memory can feed would otherwise
-    hold the jobs behind it back for good."""
-    if run.cfg.queue_window is None:
-        return False
-    waiting_sel = sel[~np.isin(sel, active[running_now])]
-    if (run.rate[waiting_sel] > 0).any():
-        return False  # a waiting job started: the window works again
-    if widened:
-        return True  # stay open (the same offer each round, so a stall is still seen as one)
-    hidden = waiting_sel.size < int((~running_now).sum())
-    return hidden and int(run.gpus[run.rate > 0].sum()) < run.total_gpus
 
 
 def _reserved(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray, h: int, free: np.ndarray) -> np.ndarray:
@@ -571,7 +554,7 @@ def _result(run: _Run, workload: Workload | Sequence[SimJob], allocator_name: st
         "solver_calls": counts["solver_calls"],
         "checked_rounds": counts["checked_rounds"],
         "stalled": counts["stalled"],
-        "window_widened_rounds": counts["widened"],  #: rounds that offered every waiting job (_widen_next)
+        "window_widened_rounds": counts["widened"],  #: rounds that offered every waiting job (queue.widen_next)
         "wall_s": counts["wall_s"],
         "cpu_s": counts["cpu_s"],  #: this process's CPU time (fairer than wall time on a shared machine)
         "notes": dict(workload.notes) if isinstance(workload, Workload) else {},

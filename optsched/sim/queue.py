@@ -12,7 +12,7 @@ import numpy as np
 from optsched.model import Node
 from optsched.sim.workload import SimJob
 
-__all__ = ["PolicyExtras", "head_first", "offer", "policy_extras", "reservation"]
+__all__ = ["PolicyExtras", "head_first", "offer", "policy_extras", "reservation", "widen_next"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +127,21 @@ def reservation(head: int, others: np.ndarray, gpus: np.ndarray, allowed: np.nda
         else:
             ok[i] = False
     return ok
+
+
+def widen_next(windowed: bool, active: np.ndarray, running_now: np.ndarray, sel: np.ndarray, rate: np.ndarray, gpus: np.ndarray,
+               total_gpus: float, widened: bool) -> bool:
+    """Whether the next round offers every waiting job, the queue window left open: from a
+    round whose window hid waiting jobs and that started none of those it offered (``sel``)
+    while GPUs stayed free, until a round starts a waiting job. The window's own test of what
+    fits counts GPUs only, so a backlog of gangs that no node's cores or memory can feed would
+    otherwise hold the jobs behind it back for good."""
+    if not windowed:
+        return False
+    waiting_sel = sel[~np.isin(sel, active[running_now])]
+    if (rate[waiting_sel] > 0).any():
+        return False  # a waiting job started: the window works again
+    if widened:
+        return True  # stay open (the same offer each round, so a stall is still seen as one)
+    hidden = waiting_sel.size < int((~running_now).sum())
+    return hidden and int(gpus[rate > 0].sum()) < total_gpus
