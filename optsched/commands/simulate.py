@@ -135,6 +135,11 @@ _CONFIG_OPTION = {"round_s": "--round", "queue_window": "--queue-window", "horiz
                   "packing_tolerance": "--packing-tolerance"}
 
 
+def _as_option(e: InputError, options: dict[str, str]) -> InputError:
+    """``e`` naming the command-line option that set its field, where ``options`` knows one."""
+    return InputError(options[e.field], e.value, e.problem) if e.field in options else e
+
+
 def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str]) -> None:
     """Refuse, before any replay, an allocator that cannot keep running jobs where they run
     (contract job field ``preemptible``) in a run whose rounds pin them (a queue that does not
@@ -207,9 +212,7 @@ def run(args: argparse.Namespace) -> int:
             start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon), start_min_throughput=args.start_min_throughput,
         )
     except InputError as e:  # SimConfig's field names, as the options that set them
-        if e.field in _CONFIG_OPTION:
-            raise InputError(_CONFIG_OPTION[e.field], e.value, e.problem) from None
-        raise
+        raise _as_option(e, _CONFIG_OPTION) from None
     _check_pinning(cfg, policies, allocators)
     try:
         setup = prepare(
@@ -220,9 +223,7 @@ def run(args: argparse.Namespace) -> int:
             schema=_schema(args),
         )
     except InputError as e:  # the settings prepare() names, as the options that set them
-        if e.field in _OPTION_OF:
-            raise InputError(_OPTION_OF[e.field], e.value, e.problem) from None
-        raise
+        raise _as_option(e, _OPTION_OF) from None
     _warn_on_units(setup.workload)
     out = Path(args.out)
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)

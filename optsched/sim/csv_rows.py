@@ -87,8 +87,9 @@ def numbered(lines: Iterable[str], comment: str, numbers: list[int]) -> Iterator
 
 
 def uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
-    """The lines of a CSV file that are not comments (``comment`` first, after blanks) nor empty."""
-    return (line for line in lines if line.strip() and not line.lstrip().startswith(comment))
+    """The lines of a CSV file that are not comments (``comment`` first, after blanks) nor empty
+    (:func:`numbered`, without the line numbers)."""
+    return numbered(lines, comment, [])
 
 
 def number(path: Path, line: int, col: str, text: str | None, *, required: bool = True) -> float:
