@@ -61,12 +61,16 @@ LNS_FROM_CELLS = 1024
 LNS_MOSTLY_FROM_CELLS = 2048
 
 #: seconds kept back from the time limit for reading the solution and building the Result, plus
-#: this much per job (measured: at 4,000 jobs reading back and checking take about 0.4 s)
+#: this much per job (measured: at 4,000 jobs reading back and checking take about 0.4 s), but at
+#: most half the limit (a short limit still searches: reading back a small round takes
+#: milliseconds)
 _RESERVE_S = 0.1
 _RESERVE_PER_JOB_S = 1e-4
 #: time kept for the LP-relaxation bound when CP-SAT ends without a proof (measured: 0.07 s at
-#: 64 x 256 once loaded, 0.3 s on first use)
+#: 64 x 256 once loaded, 0.3 s on first use), but at most this share of the time left for the
+#: search: with less than 0.05 s left the knapsack bound stands in for the LP (milliseconds)
 _LP_BOUND_S = 0.3
+_LP_BOUND_SHARE = 1 / 3
 
 
 #: rounds without an lns stage (option ``config_fixing``): when CP-SAT has not proven the round
@@ -95,7 +99,7 @@ _STATUS = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.TIME_LIMI
 
 def _deadline(instance: Instance, start: float, time_limit: float) -> float:
     """When a call started at ``start`` must stop working: the limit less the read-back reserve."""
-    return start + max(0.0, time_limit - _RESERVE_S - _RESERVE_PER_JOB_S * len(instance.jobs))
+    return start + max(0.0, time_limit - min(_RESERVE_S + _RESERVE_PER_JOB_S * len(instance.jobs), time_limit / 2))
 
 
 def _lns_share(instance: Instance, share: float | None) -> float:
@@ -282,8 +286,9 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
     prm.random_seed = seed
     # CP-SAT overshoots its wall limit by up to ~0.2 s on a loaded 2-core machine (measured)
     # and the LP bound (asked for only when CP-SAT proves nothing) needs up to _LP_BOUND_S
-    keep = _LP_BOUND_S if lp_bound is None and opts["lp_fallback"] else 0.0
-    left = deadline - time.perf_counter() - keep
+    left = deadline - time.perf_counter()
+    keep = min(_LP_BOUND_S, _LP_BOUND_SHARE * max(0.0, left)) if lp_bound is None and opts["lp_fallback"] else 0.0
+    left -= keep
     prm.max_time_in_seconds = max(0.01, left - min(0.2, 0.03 * left))
     if opts["deterministic_time"] is not None:
         # the lns stage spent its share of the budget

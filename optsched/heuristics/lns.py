@@ -76,6 +76,7 @@ from optsched.values import schedule_value
 
 __all__ = ["LargeNeighbourhoodSearch", "sub_instance"]
 
+#: seconds kept back from the time limit for building the Result, at most half the limit
 _RESERVE_S = 0.1
 
 
@@ -243,7 +244,7 @@ class LargeNeighbourhoodSearch:
         caller's worker (cpsat's), whose prices aim the search as they come; the caller collects
         it. Without one, lns starts its own where it reports a bound (option ``bound``)."""
         start = time.perf_counter()
-        deadline = start + max(0.0, time_limit - _RESERVE_S)
+        deadline = start + max(0.0, time_limit - min(_RESERVE_S, time_limit / 2))
         opts = _check(options)
         rng = random.Random(seed)
         data = job_data(instance) if data is None else data

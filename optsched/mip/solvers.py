@@ -61,7 +61,7 @@ __all__ = ["CbcSolver", "PulpSolver", "ScipSolver"]
 
 #: relative MIP gap at which the solvers stop (their defaults, 1e-4, would break 1e-6 agreement)
 MIP_GAP = 1e-9
-#: seconds kept back from the time limit for reading the solution and checking it
+#: seconds kept back from the time limit for reading the solution and checking it, at most half the limit
 _RESERVE_S = 0.05
 #: a dual bound this large is a solver's stand-in for infinity (SCIP's is 1e20), not a bound
 _NO_BOUND = 1e19
@@ -94,7 +94,7 @@ class _MipSolver:
         stats.update(build_s=time.perf_counter() - t0, **mip.model.stats())
         if mip.model.num_vars == 0:  # no job fits anywhere: the empty schedule is optimal
             return self._result(instance, Schedule.empty(instance.name), Status.OPTIMAL, 0.0, start, stats)
-        left = time_limit - (time.perf_counter() - start) - _RESERVE_S
+        left = time_limit - (time.perf_counter() - start) - min(_RESERVE_S, time_limit / 2)
         if left <= 0:
             stats["stopped"] = "time limit reached while building the model"
             return self._result(instance, fallback, Status.TIME_LIMIT, None, start, stats, "greedy")
