@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optsched.model import Instance
-from optsched.schedule import Schedule
+from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, Schedule, unknown_key
 
 __all__ = ["CheckReport", "Violation", "check_schedule"]
 
@@ -91,8 +91,10 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     """Every violation of the contract's feasibility rules, and the schedule's recomputed worth."""
     raw = schedule.to_dict() if isinstance(schedule, Schedule) else schedule
     out: list[Violation] = []
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("jobs", {}), Mapping):
-        return CheckReport([Violation(1, "the schedule must be an object whose 'jobs' maps job ids to assignments")], 0.0)
+    if isinstance(raw, Mapping) and (bad := unknown_key(raw, SCHEDULE_KEYS, "a schedule")) is not None:
+        out.append(Violation(1, bad))
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("jobs"), Mapping):
+        return CheckReport([*out, Violation(1, "the schedule must be an object whose 'jobs' maps job ids to assignments ({} when nothing runs)")], 0.0)
     nodes = {n.id: n for n in instance.nodes}
     jobs = {j.id: j for j in instance.jobs}
     used_gpu = {n: 0 for n in nodes}
@@ -112,6 +114,9 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         job = jobs[jid]
         if not _is_map(a) or not _is_map(a.get("nodes")) or not a.get("nodes"):
             out.append(Violation(1, f"job {jid}: assignment must have a non-empty 'nodes' object", job=jid))
+            continue
+        if (bad := unknown_key(a, ASSIGNMENT_KEYS, "an assignment")) is not None:
+            out.append(Violation(1, f"job {jid}: {bad}", job=jid))
             continue
         ok = True
         where: dict[str, int] = {}

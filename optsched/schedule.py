@@ -14,8 +14,29 @@ from types import MappingProxyType
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.fields import _check_keys
 
-__all__ = ["Assignment", "Schedule"]
+__all__ = ["ASSIGNMENT_KEYS", "SCHEDULE_KEYS", "Assignment", "Schedule", "unknown_key"]
+
+#: an assignment's fields
+ASSIGNMENT_KEYS = frozenset({"nodes", "cpus_per_gpu", "mem_per_gpu_gb"})
+#: a schedule's fields: the decision and the reports ``Result.to_dict`` and the HTTP service's
+#: answers write beside it (read past: the checker recomputes what it needs)
+SCHEDULE_KEYS = frozenset({"instance", "jobs", "objective", "bound", "gap", "status", "solver", "method", "time_s", "stats",
+                           "trajectory", "time_limit", "session_id", "incremental"})
+
+
+def unknown_key(d: Mapping[str, Any], known: frozenset[str], what: str) -> str | None:
+    """The message :func:`optsched.fields._check_keys` raises for a key of ``d`` that is neither
+    in ``known`` nor an extension field, or ``None`` (for the checker, which reports rather than
+    raises)."""
+    if known.issuperset(d):
+        return None
+    try:
+        _check_keys(d, known, what)
+    except InputError as e:
+        return str(e)
+    return None
 
 
 def _int(name: str, v: Any, lo: int) -> int:
@@ -56,6 +77,7 @@ class Assignment:
     def from_dict(cls, d: Any) -> Assignment:
         if not isinstance(d, Mapping):
             raise InputError("", d, "must be an object")
+        _check_keys(d, ASSIGNMENT_KEYS, "an assignment")
         for key in ("nodes", "cpus_per_gpu", "mem_per_gpu_gb"):
             if key not in d:
                 raise InputError(key, None, "is required")
@@ -94,10 +116,15 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, d: Any) -> Schedule:
-        """Parse the contract's schedule JSON; report fields (objective, ...) are ignored."""
+        """Parse the contract's schedule JSON; report fields (objective, ...) are read past, a
+        field the contract does not have is refused (naming the closest one), and ``jobs`` is
+        required (``{}``: nothing runs)."""
         if not isinstance(d, Mapping):
             raise InputError("schedule", d, "must be an object")
-        jobs_in = d.get("jobs", {})
+        _check_keys(d, SCHEDULE_KEYS, "a schedule")
+        if "jobs" not in d:
+            raise InputError("jobs", None, "is required: an object mapping job ids to assignments ({} when nothing runs)")
+        jobs_in = d["jobs"]
         if not isinstance(jobs_in, Mapping):
             raise InputError("jobs", jobs_in, "must be an object mapping job ids to assignments")
         jobs = {}

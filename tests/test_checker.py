@@ -46,3 +46,33 @@ def test_worth_spread_and_restart_by_hand():
     split = check_schedule(INST, _sched({"nodes": {"n0": 1, "n1": 1}, "cpus_per_gpu": 2,
                                          "mem_per_gpu_gb": 8}))
     assert list(split) == [] and split.objective == pytest.approx(1.0 * 0.5 * (1 - 150 / 300))
+
+
+GOOD = {"nodes": {"n0": 2}, "cpus_per_gpu": 2, "mem_per_gpu_gb": 8}
+
+
+@pytest.mark.parametrize(("schedule", "named"), [
+    ({"instance": "t"}, "'jobs'"),                                                 # no decision at all
+    ({"instance": "t", "jobz": {"j0": GOOD}}, "did you mean 'jobs'"),              # a misspelt decision
+    ({"jobs": {"j0": {**GOOD, "mem_per_gb": 8}}}, "did you mean 'mem_per_gpu_gb'"),  # a misspelt assignment field
+    ({"jobs": {"j0": GOOD}, "objectiv": 1.0}, "did you mean 'objective'"),
+])
+def test_a_schedule_without_its_decision_or_with_unknown_fields_is_refused(schedule, named):
+    """A schedule whose decision is missing or misspelt is not the empty schedule: the checker
+    reports rule 1 naming the field, and reading it raises."""
+    from optsched.errors import InputError
+    from optsched.schedule import Schedule
+
+    report = check_schedule(INST, schedule)
+    assert not report.feasible and any(v.rule == 1 and named in v.message for v in report), list(report)
+    with pytest.raises(InputError, match="jobs|unknown field"):
+        Schedule.from_dict(schedule)
+
+
+def test_reports_and_extension_fields_are_read_past():
+    from optsched.schedule import Schedule
+
+    doc = {"instance": "t", "jobs": {"j0": {**GOOD, "x-note": "pinned"}}, "objective": 9.0, "status": "optimal",
+           "time_limit": 5.0, "session_id": "s", "incremental": "carried", "x-origin": "replay"}
+    assert list(check_schedule(INST, doc)) == []
+    assert Schedule.from_dict(doc).jobs["j0"].point == (2, 8)

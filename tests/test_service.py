@@ -227,6 +227,10 @@ def test_check_reports_violations_and_objective(http):
     r = http.post("/v1/check", json={"instance": d, "schedule": bad}).json()
     assert not r["feasible"] and {v["rule"] for v in r["violations"]} >= {4}
     assert r == check_schedule(inst, bad).to_dict()
+    for schedule, named in [({"instance": d["name"]}, "jobs"), ({"jobz": {}}, "did you mean 'jobs'"),
+                            ({"jobs": {j.id: {"nodes": {n.id: 1}, "cpus_per_gpu": 1, "mem_per_gb": 1}}}, "did you mean 'mem_per_gpu_gb'")]:
+        r = http.post("/v1/check", json={"instance": d, "schedule": schedule})
+        assert r.status_code == 422 and named in r.json()["message"], r.text
 
 
 def test_validate_is_optsched_validate(http):

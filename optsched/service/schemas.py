@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, create_model
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, create_model, model_validator
 
 from optsched import model as _model
+from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, unknown_key
 
 __all__ = [
     "AssignmentModel",
@@ -182,14 +183,30 @@ class AssignmentModel(BaseModel):
 
 
 class ScheduleModel(BaseModel):
-    """A decision: job id -> assignment (``null`` or absent: not scheduled). Report fields are ignored.
+    """A decision: job id -> assignment (``null`` or absent: not scheduled; ``{}``: nothing runs).
+    Report fields are read past; a field the contract does not have is refused.
 
     Only types are checked here; whether the decision is feasible is the checker's answer.
     """
 
     model_config = ConfigDict(strict=True, extra="allow")
     instance: str = ""
-    jobs: dict[str, AssignmentModel | None] = Field(default_factory=dict)
+    jobs: dict[str, AssignmentModel | None]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        bad = unknown_key(data, SCHEDULE_KEYS, "a schedule")
+        jobs = data.get("jobs")
+        for j, a in jobs.items() if isinstance(jobs, Mapping) and bad is None else ():
+            if isinstance(a, Mapping) and (why := unknown_key(a, ASSIGNMENT_KEYS, "an assignment")) is not None:
+                bad = f"jobs.{j}.{why}"
+                break
+        if bad is not None:
+            raise ValueError(bad)
+        return data
 
     def contract_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "jobs": {j: None if a is None else a.model_dump() for j, a in self.jobs.items()}}
