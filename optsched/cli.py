@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from optsched.errors import InputError
@@ -60,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("optsched: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of stdout stopped early (`optsched gen ... | head`): not an error of ours;
+        # stdout goes to devnull so that the interpreter's final flush does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -220,3 +220,13 @@ def test_unknown_verb_and_option_exit_2():
     assert optsched("frobnicate").returncode == 2
     p = optsched("solve", TINY, "--no-such-flag")
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """``optsched gen ... | head``: the closed pipe ends the command quietly, exit 0."""
+    p = subprocess.Popen([sys.executable, "-m", "optsched", "gen", "--nodes", "64", "--jobs", "256"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read().decode() if p.stderr else ""
+    assert p.wait(timeout=120) == 0 and "Traceback" not in err, err

@@ -72,6 +72,9 @@ print(sorted(m for m in {OPTIONAL!r} if sys.modules.get(m) is not None))
     ("uvicorn", "service", "from optsched.cli import main; sys.exit(main(['serve', '--port', '0']))"),
     ("matplotlib", "plot", "from optsched.sim.plots import plot_queue; plot_queue({})"),
     ("matplotlib", "plot", "from optsched.bench.plots import plot_bounds_over_time; plot_bounds_over_time({})"),
+    # before the replay or the sweep runs (/nonexistent: a run would fail on it first)
+    ("matplotlib", "plot", "from optsched.cli import main; sys.exit(main(['simulate', '/nonexistent.csv', '--plot']))"),
+    ("matplotlib", "plot", "from optsched.cli import main; sys.exit(main(['bench', '/nonexistent', '--plot', '/tmp/p']))"),
     ("gymnasium", "rl", "import optsched.envs"),
     ("pettingzoo", "rl", "from optsched.envs import RoundAECEnv"),
     ("torch", "train", "from optsched.cli import main; sys.exit(main(['train', '--out', '/nonexistent']))"),

@@ -208,6 +208,22 @@ def test_overriding_a_quantile_replaces_the_presets_quantiles():
     assert (spec.median_s, spec.p90_s, spec.p99_s) == (600.0, 7200.0, None)
     with pytest.raises(InputError, match="median_s"):
         parse_spec("gang-heavy:p99_s=30h")  # a p99 alone is not a distribution
+    with pytest.raises(InputError, match=r"one setting.*--p90.*preset's \(median_s 93") as e:
+        parse_spec("gang-heavy:median_s=20m")  # nor a median alone: the message says the preset's are gone
+    assert e.value.field == "median_s"
+
+
+def test_the_mix_takes_either_separator_and_the_sample_is_a_source(capsys):
+    """``--mix image=0.5`` and ``image:0.5`` are one mix in every verb; ``--source sample`` resamples
+    the bundled trace, as ``simulate sample`` replays it."""
+    from optsched.commands.gen import parse_shares
+
+    assert parse_shares("--mix", "image=0.5,language:0.5") == {"image": 0.5, "language": 0.5}
+    assert parse_shares("--mix", "resnet18,bert") == {"resnet18": 1.0, "bert": 1.0}
+    with pytest.raises(InputError, match="NAME:SHARE"):
+        parse_shares("--mix", "=0.5")
+    assert main(["workload", "philly-multi", "--source", "sample", "--jobs", "20", "--mix", "image:1"]) == 0
+    assert "synthetic-philly-multi: 20 jobs" in capsys.readouterr().out
 
 
 def test_the_docstring_example_runs():

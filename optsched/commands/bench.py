@@ -10,7 +10,7 @@ from optsched.bench.plots import plot_bounds_over_time, plot_performance_profile
 from optsched.bench.runner import BenchTask, read_rows, read_trajectories, rescore, run_bench, write_rows
 from optsched.bench.summary import format_table, summarise
 from optsched.errors import InputError
-from optsched.extras import pyplot
+from optsched.extras import pyplot, require_extra
 from optsched.registry import get_method
 
 
@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:  # before the run, not after it
+        require_extra("matplotlib", "plot", "bench --plot")
     solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
     for s in solvers:
         if s != "auto":  # auto: solve_round's own choice by size and time

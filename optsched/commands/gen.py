@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     jb = p.add_argument_group("jobs")
     jb.add_argument("--job-sizes", help="gang-size mix '1:0.932,2:0.022,...' (default Philly's)")
     jb.add_argument("--tightness", type=float, help="demanded GPUs / cluster GPUs")
-    jb.add_argument("--mix", help="model mix 'image:0.5,language:0.5' or 'resnet18:1,bert:1' (default catalogue mix)")
+    jb.add_argument("--mix", help="model mix 'image:0.5,language:0.5' (or image=0.5,...) or 'resnet18:1,bert:1' (default catalogue mix)")
     jb.add_argument("--grid", help="profile grid: full, coarse or minimal")
     jb.add_argument("--fair", action="store_true", default=None, help="a fair round (no job below its fixed-demand speed)")
     jb.add_argument("--running-fraction", type=float, help="share of jobs running now, placed at demand")
@@ -70,16 +70,19 @@ def _floats(flag: str, text: str | None) -> float | tuple[float, float] | None:
     raise InputError(flag, text, "must be a number or LOW,HIGH")
 
 
-def _shares(flag: str, text: str | None, key=str) -> dict[Any, float] | None:
-    if text is None:
+def parse_shares(flag: str, text: str | None, key=str) -> dict[Any, float] | None:
+    """``NAME:SHARE`` (or ``NAME=SHARE``) pairs separated by commas; a bare ``NAME`` has share 1."""
+    if not text:
         return None
     out: dict[Any, float] = {}
     for item in text.split(","):
-        name, sep, share = item.partition(":")
+        name, sep, share = item.replace("=", ":", 1).partition(":")
         try:
+            if not name.strip():
+                raise ValueError
             out[key(name.strip())] = float(share) if sep else 1.0
         except ValueError:
-            raise InputError(flag, item, "must be NAME:SHARE") from None
+            raise InputError(flag, item, "must be NAME:SHARE (or NAME=SHARE) pairs separated by commas") from None
     return out
 
 
@@ -94,11 +97,11 @@ def generator_options(args: argparse.Namespace) -> dict[str, Any]:
         "restart_s": _floats("--restart-s", args.restart_s),
         "spread_factor": _floats("--spread-factor", args.spread_factor),
         "weights": _floats("--weights", args.weights),
-        "gpu_types": _shares("--gpu-types", args.gpu_types),
-        "mix": _shares("--mix", args.mix),
+        "gpu_types": parse_shares("--gpu-types", args.gpu_types),
+        "mix": parse_shares("--mix", args.mix),
     }
     if args.job_sizes is not None:
-        opts["job_sizes"] = _shares("--job-sizes", args.job_sizes, key=int)
+        opts["job_sizes"] = parse_shares("--job-sizes", args.job_sizes, key=int)
     return {k: v for k, v in opts.items() if v is not None}
 
 

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from optsched.commands.gen import parse_shares
 from optsched.errors import InputError
+from optsched.extras import require_extra
 from optsched.registry import get_method, methods
 from optsched.sim.config import SimConfig, parse_start_spread_horizon, pins_running_jobs
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
@@ -45,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpus", type=int, default=64, help="cores per node for NxG clusters (default 64)")
     p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
     p.add_argument("--cap-mode", default="clip", choices=("clip", "drop"), help="jobs larger than the largest GPU type")
-    p.add_argument("--policy", default="las", help="comma-separated queue policies: fifo, srf, las, maxmin, srtf, gittins, themis, gavel, gavel-makespan")
-    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@demand holds jobs at their fixed demand, SOLVER@warm solves the rounds as one chain, each from the last")
+    p.add_argument("--policy", default="las", help="comma-separated queue policies: fifo, srf, las, maxmin, srtf, gittins, themis, gavel, gavel-makespan (default las)")
+    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@demand holds jobs at their fixed demand, SOLVER@warm solves the rounds as one chain, each from the last (default fungible-greedy)")
     p.add_argument("--time-limit", type=float, default=5.0, help="allocator seconds per round (default 5)")
     p.add_argument("--round", default="300", help="round length (default 300 s)")
     p.add_argument("--restart", default="60", help="restart cost of a moved or resumed job (default 60 s)")
@@ -94,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--elastic-share", type=float, default=0.0,
                    help="share of jobs (drawn with --seed) that are elastic: gpus/4 .. 4 x gpus GPUs, Amdahl scaling per model (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
-    p.add_argument("--mix", default=None, help="model mix, e.g. image=0.6,language=0.4 (default: the catalogue's)")
+    p.add_argument("--mix", default=None, help="model mix, families or models with weights, e.g. image=0.6,language=0.4 (or image:0.6,...; default: the catalogue's)")
     p.add_argument("--workers", type=int, default=1, help="simulations run at once (default 1)")
     p.add_argument("--backend", default="local", help="local (process pool, default), serial, or ray (optional extra)")
     p.add_argument("--address", help="Ray cluster to join with --backend ray (default: start a local one)")
@@ -174,6 +176,8 @@ def _warn_on_units(workload: Workload) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:  # before the run, not after it
+        require_extra("matplotlib", "plot", "simulate --plot")
     policies = [s.strip() for s in args.policy.split(",") if s.strip()]
     allocators = [s.strip() for s in args.allocator.split(",") if s.strip()]
     for pol in policies:
@@ -272,18 +276,8 @@ def _schema(args: argparse.Namespace) -> CsvSchema | None:
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:
-    if not text:
-        return None
-    out = {}
-    for part in text.split(","):
-        name, eq, w = part.partition("=")
-        try:
-            out[name.strip()] = float(w)
-        except ValueError:
-            raise InputError("--mix", text, "must be NAME=WEIGHT pairs separated by commas") from None
-        if not eq:
-            raise InputError("--mix", text, "must be NAME=WEIGHT pairs separated by commas")
-    return out
+    """``--mix``: ``NAME=WEIGHT`` (or ``NAME:WEIGHT``) pairs separated by commas."""
+    return parse_shares("--mix", text)
 
 
 def _table(runs: dict) -> str:

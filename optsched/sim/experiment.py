@@ -10,7 +10,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from optsched.sim.result import SimResult
 from optsched.sim.shadow import Shadowed, shadow_summary
 from optsched.sim.solving import SolveRoundAllocator
 from optsched.sim.synthetic import parse_spec, synthetic_trace
-from optsched.sim.traces import CsvSchema, Trace, load_trace
+from optsched.sim.traces import SAMPLE, CsvSchema, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import parse_duration
 
 __all__ = [
@@ -49,18 +48,10 @@ __all__ = [
 
 #: a trace argument ``synthetic:PRESET[:k=v,...]`` generates the trace (optsched.sim.synthetic)
 SYNTHETIC_PREFIX = "synthetic:"
-#: the trace argument that names the bundled sample (a slice of the Philly trace; optsched/data)
-SAMPLE = "sample"
 #: solvers whose per-round budget can be CP-SAT deterministic seconds (``deterministic_time``)
 DETERMINISTIC_TIME_SOLVERS = ("cpsat", "lns")
 #: solvers that do not look at the clock: the same round gives the same schedule whatever the load
 TIME_FREE_SOLVERS = ("fixed-demand", "fungible-greedy")
-
-
-def sample_trace_path() -> Path:
-    """The bundled sample trace (normalized schema): two days of the Philly trace, CC BY 4.0
-    (attribution and changes in ``optsched/data/philly-sample.NOTICE.md``)."""
-    return Path(str(files("optsched") / "data" / "philly-sample.csv"))
 
 
 def check_deterministic_time(allocators: Sequence[str], deterministic_time: float | None) -> None:

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.sim.traces import Trace, load_trace
+from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
 
 __all__ = [
@@ -252,7 +252,7 @@ def _source(spec: SyntheticSpec) -> Trace:
     if not isinstance(src, Trace):
         if src is None or str(src) == "":
             raise InputError("source", src, f"the {spec.name} preset resamples a trace: give its path (--source PATH, or source=PATH after synthetic:)")
-        src = load_trace(src)
+        src = load_trace(sample_trace_path() if str(src) == SAMPLE else src)
     keep = src.gpus >= spec.source_min_gpus
     if not keep.any():
         raise InputError("source", src.name, f"has no job with >= {spec.source_min_gpus} GPUs to resample")
@@ -394,6 +394,13 @@ def resolve_spec(preset: str | SyntheticSpec = "parametric", **overrides: Any) -
     quantiles = ("median_s", "p90_s", "p99_s")
     if any(q in overrides for q in quantiles) or overrides.get("duration") not in (None, "lognormal"):
         clear.update(dict.fromkeys(quantiles))  # the quantiles are one setting: given ones replace all
+        given = {q: overrides[q] for q in quantiles if overrides.get(q) is not None}
+        if given and (base.duration if overrides.get("duration") is None else overrides["duration"]) == "lognormal" \
+                and ("median_s" not in given or len(given) == 1):
+            had = ", ".join(f"{q} {getattr(base, q):g}" for q in quantiles if getattr(base, q) is not None) or "none"
+            raise InputError(next(iter(given)), next(iter(given.values())),
+                             "the duration quantiles are one setting: give median_s (--median) with p90_s (--p90) and/or "
+                             f"p99_s (--p99); those given replace all of the preset's ({had})")
     return replace(base, **{**clear, **overrides})
 
 

@@ -30,6 +30,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.resources import files
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -51,11 +52,13 @@ from optsched.sim.csv_rows import (
 
 __all__ = [
     "LOADERS",
+    "SAMPLE",
     "SCHEMA_FIELDS",
     "TIME_UNITS",
     "CsvSchema",
     "Trace",
     "load_alibaba_pods",
+    "sample_trace_path",
     "load_csv",
     "load_helios",
     "load_normalized",
@@ -355,6 +358,16 @@ _SNIFF = {
     "helios": {"job_id", "gpu_num", "submit_time", "duration"},
 }
 LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios}
+
+
+#: the trace argument that names the bundled sample (a slice of the Philly trace; optsched/data)
+SAMPLE = "sample"
+
+
+def sample_trace_path() -> Path:
+    """The bundled sample trace (normalized schema): two days of the Philly trace, CC BY 4.0
+    (attribution and changes in ``optsched/data/philly-sample.NOTICE.md``)."""
+    return Path(str(files("optsched") / "data" / "philly-sample.csv"))
 
 
 def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = None) -> Trace:
