@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from optsched.fields import unknown_field
 from optsched.model import Instance
-from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, Schedule, unknown_key
+from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, Schedule
 
 __all__ = ["CheckReport", "Violation", "check_schedule"]
 
@@ -91,8 +92,8 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     """Every violation of the contract's feasibility rules, and the schedule's recomputed worth."""
     raw = schedule.to_dict() if isinstance(schedule, Schedule) else schedule
     out: list[Violation] = []
-    if isinstance(raw, Mapping) and (bad := unknown_key(raw, SCHEDULE_KEYS, "a schedule")) is not None:
-        out.append(Violation(1, bad))
+    if isinstance(raw, Mapping) and (bad := unknown_field(raw, SCHEDULE_KEYS, "a schedule")) is not None:
+        out.append(Violation(1, str(bad)))
     if not isinstance(raw, Mapping) or not isinstance(raw.get("jobs"), Mapping):
         return CheckReport([*out, Violation(1, "the schedule must be an object whose 'jobs' maps job ids to assignments ({} when nothing runs)")], 0.0)
     nodes = {n.id: n for n in instance.nodes}
@@ -115,7 +116,7 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         if not _is_map(a) or not _is_map(a.get("nodes")) or not a.get("nodes"):
             out.append(Violation(1, f"job {jid}: assignment must have a non-empty 'nodes' object", job=jid))
             continue
-        if (bad := unknown_key(a, ASSIGNMENT_KEYS, "an assignment")) is not None:
+        if (bad := unknown_field(a, ASSIGNMENT_KEYS, "an assignment")) is not None:
             out.append(Violation(1, f"job {jid}: {bad}", job=jid))
             continue
         ok = True

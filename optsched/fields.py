@@ -51,19 +51,28 @@ def _get(d: Mapping[str, Any], key: str, default: Any = ...) -> Any:
 EXTENSION_PREFIX = "x-"
 
 
-def _check_keys(d: Mapping[str, Any], known: frozenset[str], what: str) -> None:
-    """Refuse a key of ``d`` that is neither in ``known`` nor an extension field
-    (:data:`EXTENSION_PREFIX`): a misspelt field would otherwise be read as absent, its default
-    silently taking its place. The error names the key, the closest known one and all of them."""
+def unknown_field(d: Mapping[str, Any], known: frozenset[str], what: str) -> InputError | None:
+    """The error for the first key of ``d`` that is neither in ``known`` nor an extension field
+    (:data:`EXTENSION_PREFIX`), naming the key, the closest known one and all of them; ``None``
+    where every key is known (for the checker, which reports rather than raises)."""
     if known.issuperset(d):
-        return
+        return None
     for key in d:
         if key in known or (isinstance(key, str) and key.startswith(EXTENSION_PREFIX)):
             continue
         close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise InputError(str(key), d[key], f"unknown field of {what}; {hint}known: {', '.join(sorted(known))} "
-                                           f"(fields starting with {EXTENSION_PREFIX!r} are ignored)")
+        return InputError(str(key), d[key], f"unknown field of {what}; {hint}known: {', '.join(sorted(known))} "
+                                            f"(fields starting with {EXTENSION_PREFIX!r} are ignored)")
+    return None
+
+
+def _check_keys(d: Mapping[str, Any], known: frozenset[str], what: str) -> None:
+    """Refuse a key of ``d`` that is neither in ``known`` nor an extension field
+    (:func:`unknown_field`): a misspelt field would otherwise be read as absent, its default
+    silently taking its place."""
+    if (e := unknown_field(d, known, what)) is not None:
+        raise e
 
 
 def _numpy(v: Any) -> str:

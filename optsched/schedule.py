@@ -16,7 +16,7 @@ from typing import Any
 from optsched.errors import InputError
 from optsched.fields import _check_keys
 
-__all__ = ["ASSIGNMENT_KEYS", "SCHEDULE_KEYS", "Assignment", "Schedule", "unknown_key"]
+__all__ = ["ASSIGNMENT_KEYS", "SCHEDULE_KEYS", "Assignment", "Schedule"]
 
 #: an assignment's fields
 ASSIGNMENT_KEYS = frozenset({"nodes", "cpus_per_gpu", "mem_per_gpu_gb"})
@@ -24,19 +24,6 @@ ASSIGNMENT_KEYS = frozenset({"nodes", "cpus_per_gpu", "mem_per_gpu_gb"})
 #: answers write beside it (read past: the checker recomputes what it needs)
 SCHEDULE_KEYS = frozenset({"instance", "jobs", "objective", "bound", "gap", "status", "solver", "method", "time_s", "stats",
                            "trajectory", "time_limit", "session_id", "incremental"})
-
-
-def unknown_key(d: Mapping[str, Any], known: frozenset[str], what: str) -> str | None:
-    """The message :func:`optsched.fields._check_keys` raises for a key of ``d`` that is neither
-    in ``known`` nor an extension field, or ``None`` (for the checker, which reports rather than
-    raises)."""
-    if known.issuperset(d):
-        return None
-    try:
-        _check_keys(d, known, what)
-    except InputError as e:
-        return str(e)
-    return None
 
 
 def _int(name: str, v: Any, lo: int) -> int:

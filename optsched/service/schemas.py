@@ -25,7 +25,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, create_model, model_validator
 
 from optsched import model as _model
-from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, unknown_key
+from optsched.fields import unknown_field
+from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS
 
 __all__ = [
     "AssignmentModel",
@@ -173,6 +174,13 @@ ContractInstance = Annotated[Any, PlainValidator(_contract_instance, json_schema
 # --- schedules (docs/contract.md, "Schedule") ------------------------------------------------------
 
 
+def _refuse_unknown(data: Any, known: frozenset[str], what: str) -> Any:
+    """``data`` unchanged, or a ValueError naming its first field the contract does not have."""
+    if isinstance(data, Mapping) and (bad := unknown_field(data, known, what)) is not None:
+        raise ValueError(str(bad))
+    return data
+
+
 class AssignmentModel(BaseModel):
     """Where one job runs (node id -> GPUs) and its per-GPU CPU cores and memory."""
 
@@ -180,6 +188,11 @@ class AssignmentModel(BaseModel):
     nodes: dict[str, int]
     cpus_per_gpu: int
     mem_per_gpu_gb: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        return _refuse_unknown(data, ASSIGNMENT_KEYS, "an assignment")
 
 
 class ScheduleModel(BaseModel):
@@ -196,17 +209,7 @@ class ScheduleModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _known_fields(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        bad = unknown_key(data, SCHEDULE_KEYS, "a schedule")
-        jobs = data.get("jobs")
-        for j, a in jobs.items() if isinstance(jobs, Mapping) and bad is None else ():
-            if isinstance(a, Mapping) and (why := unknown_key(a, ASSIGNMENT_KEYS, "an assignment")) is not None:
-                bad = f"jobs.{j}.{why}"
-                break
-        if bad is not None:
-            raise ValueError(bad)
-        return data
+        return _refuse_unknown(data, SCHEDULE_KEYS, "a schedule")
 
     def contract_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "jobs": {j: None if a is None else a.model_dump() for j, a in self.jobs.items()}}

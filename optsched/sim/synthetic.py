@@ -395,8 +395,7 @@ def resolve_spec(preset: str | SyntheticSpec = "parametric", **overrides: Any) -
     if any(q in overrides for q in quantiles) or overrides.get("duration") not in (None, "lognormal"):
         clear.update(dict.fromkeys(quantiles))  # the quantiles are one setting: given ones replace all
         given = {q: overrides[q] for q in quantiles if overrides.get(q) is not None}
-        if given and (base.duration if overrides.get("duration") is None else overrides["duration"]) == "lognormal" \
-                and ("median_s" not in given or len(given) == 1):
+        if given and (overrides.get("duration") or base.duration) == "lognormal" and not ("median_s" in given and len(given) > 1):
             had = ", ".join(f"{q} {getattr(base, q):g}" for q in quantiles if getattr(base, q) is not None) or "none"
             raise InputError(next(iter(given)), next(iter(given.values())),
                              "the duration quantiles are one setting: give median_s (--median) with p90_s (--p90) and/or "
