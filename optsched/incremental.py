@@ -57,11 +57,15 @@ from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.solve import solve_round
 
-__all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
+__all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "GAP_TARGET", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
 
 #: a round the search backoff would skip searches anyway when its gap is more than this many times
 #: the gap the last fruitless search left (a round that changed that much is not the same problem)
 BACKOFF_WIDER = 2.0
+
+#: the default relative gap within which a chain's round stops: 0.1 % (0.5 % gave mean JCTs up to
+#: 11 % higher on congested streams, at a similar cost: ``benchmarks/README.md``)
+GAP_TARGET = 0.001
 
 #: the ``stats["incremental"]`` values: how a round was answered
 PATHS = ("cold", "reused", "carried", "searched", "skipped")
@@ -261,7 +265,7 @@ class RoundSolver:
     without prices.
     """
 
-    def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = 0.005,
+    def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = GAP_TARGET,
                  reuse: bool = True, options: Mapping[str, Any] | None = None, state: RoundState | None = None,
                  search_backoff: int = 8) -> None:
         info = get_method(solver)

@@ -22,6 +22,7 @@ from fastapi import FastAPI, Path
 from pydantic import BaseModel, Field
 
 from optsched.errors import InputError
+from optsched.incremental import GAP_TARGET
 from optsched.service.config import ServiceConfig
 from optsched.service.pool import SolvePool
 from optsched.service.schemas import _REQUEST, ContractInstance, NonEmpty, Seed, SolveResponse, TimeLimit
@@ -98,7 +99,7 @@ class SessionSolveRequest(BaseModel):
     solver: NonEmpty = Field("cpsat", description="a registered solver that takes hints (GET /v1/methods)")
     time_limit: TimeLimit = None
     seed: Seed = 0
-    gap_target: float = Field(0.005, ge=0, lt=1, description="stop once the schedule is within this relative gap of a proven bound")
+    gap_target: float = Field(GAP_TARGET, ge=0, lt=1, description="stop once the schedule is within this relative gap of a proven bound")
 
 
 class SessionSolveResponse(SolveResponse):

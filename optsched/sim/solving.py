@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.incremental import RoundSolver
+from optsched.incremental import GAP_TARGET, RoundSolver
 from optsched.model import Instance
 from optsched.registry import get_method
 from optsched.result import Result
@@ -44,7 +44,7 @@ class SolveRoundAllocator:
     """
 
     def __init__(self, solver: str | None = None, *, method: str = "auto", time_limit: float = 10.0, seed: int = 0,
-                 hint: bool = True, validate: bool = True, incremental: bool = False, gap_target: float = 0.005,
+                 hint: bool = True, validate: bool = True, incremental: bool = False, gap_target: float = GAP_TARGET,
                  **options: Any) -> None:
         if not validate and solver is None:
             raise InputError("validate", validate, "can be False only with a named solver")
