@@ -62,7 +62,7 @@ def setup_for(workload: str, jobs: int, seed: int, trace: str | None = None, sta
 
 
 def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, seed: int,
-                  deterministic_time: float | None = None) -> dict[str, Any]:
+                  deterministic_time: float | None = None, gap_target: float | None = None) -> dict[str, Any]:
     """One simulation; the figures of the module text. ``deterministic_time`` (CP-SAT
     deterministic seconds per round, ``time_limit`` then a wall-clock cap) goes to the allocators
     that take one and makes their runs reproducible (:func:`optsched.sim.experiment.run`)."""
@@ -72,7 +72,7 @@ def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, se
     opts = {"num_workers": 1} if allocator.startswith("cpsat") else {}
     t0 = time.perf_counter()
     res = run(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed,
-              config=SimConfig(name=allocator, progress=False), deterministic_time=deterministic_time, **opts)
+              config=SimConfig(name=allocator, progress=False), deterministic_time=deterministic_time, gap_target=gap_target, **opts)
     wall = time.perf_counter() - t0
     solved = res.rounds["solved"] > 0
     solve_s = res.rounds["solve_s"][solved]
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deterministic-time", type=float, default=None, metavar="D",
                     help="cpsat and lns allocators: D CP-SAT deterministic seconds per round (--time-limit stays a wall-clock cap), "
                          "so that a run gives the same schedules on any machine; default: wall-clock time only")
+    ap.add_argument("--gap-target", type=float, default=None, metavar="G",
+                    help="the round chain's gap target (default: optsched.incremental.GAP_TARGET)")
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--trace", help="workload 'trace': the trace file to replay")
     ap.add_argument("--start", default="0d", help="workload 'trace': where the window starts (default 0d)")
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'gap %':>6} {'gap p95':>7} {'JCT h':>7}")
         for alloc in args.allocators.split(","):
             r = {"workload": wl, "jobs": jobs, "policy": args.policy, "deterministic_time": args.deterministic_time,
-                 **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed, args.deterministic_time)}
+                 **({"gap_target": args.gap_target} if args.gap_target is not None and alloc.endswith("@warm") else {}),
+                 **run_allocator(setup, alloc, args.policy, args.time_limit, args.seed, args.deterministic_time, args.gap_target)}
             base = r["wall_s"] if alloc == "fungible-greedy" else base
             r["x_greedy"] = r["wall_s"] / base if base else math.nan
             rows.append(r)

@@ -13,6 +13,7 @@ import pytest
 from optsched import catalogue
 from optsched.cli import main
 from optsched.errors import InputError
+from optsched.incremental import GAP_TARGET
 from optsched.sim import cluster
 from optsched.sim import experiment as ex
 from optsched.sim.metrics import read_run, run_id
@@ -308,6 +309,37 @@ def test_simulate_refuses_deterministic_time_for_a_wall_clock_allocator(tmp_path
                  "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "--deterministic-time" in err and "scip" in err
+
+
+def test_a_gap_target_reaches_the_round_chain_and_its_run_id_only(tmp_path, monkeypatch):
+    import optsched.sim.solving as solving
+
+    seen = []
+
+    class Recording(solving.RoundSolver):
+        def __init__(self, *a, **kw):
+            seen.append(kw["gap_target"])
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(solving, "RoundSolver", Recording)
+    setup = ex.prepare(_write(tmp_path, "n.csv", NORMALIZED), cluster="2x8")
+    kw = {"policy": "fifo", "time_limit": 5, "deterministic_time": 0.1, "num_workers": 1}
+    default, loose = (ex.run(setup, allocator="cpsat@warm", gap_target=g, **kw) for g in (None, 0.05))
+    assert seen == [GAP_TARGET, 0.05]
+    assert "gap_target" not in default.info["manifest"]["solver_options"]
+    assert loose.info["manifest"]["solver_options"]["gap_target"] == 0.05 and loose.info["run_id"] != default.info["run_id"]
+    greedy = [ex.run(setup, allocator="fungible-greedy", policy="fifo", gap_target=g) for g in (None, 0.05)]
+    assert greedy[0].info["run_id"] == greedy[1].info["run_id"]  # not a chain: the target changes nothing
+
+
+@pytest.mark.parametrize("allocators, target, needle", [
+    ("fungible-greedy,cpsat", "0.01", "SOLVER@warm"), ("cpsat@warm", "1.5", "[0, 1)"), ("cpsat@warm", "nan", "[0, 1)")])
+def test_simulate_refuses_a_gap_target_it_cannot_use(tmp_path, capsys, allocators, target, needle):
+    p = _write(tmp_path, "n.csv", NORMALIZED)
+    assert main(["simulate", str(p), "--allocator", allocators, "--gap-target", target, "--no-progress",
+                 "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--gap-target" in err and needle in err
 
 
 def test_cpsat_runs_under_deterministic_time_repeat(tmp_path):

@@ -16,6 +16,7 @@ from typing import Any
 from optsched.commands.gen import parse_shares
 from optsched.errors import InputError
 from optsched.extras import require_extra
+from optsched.incremental import GAP_TARGET
 from optsched.registry import get_method, methods
 from optsched.sim.config import SimConfig, parse_start_spread_horizon, pins_running_jobs
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
@@ -122,6 +123,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="per-round budget in CP-SAT deterministic seconds for cpsat and lns, so that results do not depend "
                         "on the machine's load (--time-limit stays a wall-clock cap); fixed-demand and fungible-greedy are "
                         "deterministic anyway; other allocators refuse it")
+    p.add_argument("--gap-target", type=float, default=None, metavar="G",
+                   help=f"SOLVER@warm allocators: stop a round once it is within this relative gap of a proven bound "
+                        f"(default {GAP_TARGET}, i.e. {100 * GAP_TARGET:g} %%)")
 
 
 #: prepare()'s setting names -> the options that set them (its errors name the option)
@@ -205,6 +209,11 @@ def run(args: argparse.Namespace) -> int:
         check_deterministic_time([*allocators, *([args.shadow] if args.shadow else [])], args.deterministic_time)
     except InputError as e:
         raise InputError("--deterministic-time", e.value, e.problem) from None
+    if args.gap_target is not None:
+        if not 0.0 <= args.gap_target < 1.0:
+            raise InputError("--gap-target", args.gap_target, "must be in [0, 1): a relative gap (0.001 is 0.1 %)")
+        if not any(a.partition("@")[2] == "warm" for a in allocators):
+            raise InputError("--gap-target", args.gap_target, "applies only to SOLVER@warm allocators (round chains, e.g. cpsat@warm)")
     try:
         cfg = SimConfig(
             round_s=parse_duration(args.round, "--round"), fair=args.fair,
@@ -237,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {} if args.shadow is None else {"shadow": args.shadow}
     if args.deterministic_time is not None:
         extra["deterministic_time"] = args.deterministic_time
+    if args.gap_target is not None:
+        extra["gap_target"] = args.gap_target
     results = run_grid(setup, pairs, time_limit=args.time_limit, seed=args.seed, config=cfg, backend=args.backend,
                        workers=args.workers, address=args.address, progress=not args.no_progress, **extra)
     runs = {}

@@ -189,6 +189,7 @@ def run(
     validate: bool = True,
     deterministic_time: float | None = None,
     shadow: str | None = None,
+    gap_target: float | None = None,
     **solver_options: Any,
 ) -> SimResult:
     """Simulate ``setup`` under a queue ``policy`` (name) and an ``allocator``: a registered
@@ -200,6 +201,10 @@ def run(
     shadow) by CP-SAT deterministic seconds (``time_limit`` stays as a wall-clock cap), so that its
     rounds do not depend on the machine's load; :data:`TIME_FREE_SOLVERS` ignore it (they are
     deterministic anyway) and other allocators refuse it (:func:`check_deterministic_time`).
+
+    ``gap_target`` is a ``SOLVER@warm`` chain's relative gap at which a round stops
+    (:data:`optsched.incremental.GAP_TARGET` when None); other allocators ignore it, and it is
+    recorded only for the chains.
 
     ``shadow`` (a solver name) also solves every round with that solver on the same state
     (:class:`~optsched.sim.shadow.Shadowed`): ``info["shadow"]`` holds the comparison and
@@ -219,6 +224,8 @@ def run(
     if variant not in ("", "demand", "warm"):
         raise InputError("allocator", allocator, "the variants are SOLVER@demand (every job held at its fixed demand) and "
                          "SOLVER@warm (each round from the last: optsched.incremental)")
+    if variant == "warm" and gap_target is not None:
+        given["gap_target"] = solver_options["gap_target"] = gap_target
     alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, incremental=variant == "warm",
                                      **solver_options)
     if variant == "demand":
