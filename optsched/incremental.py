@@ -63,8 +63,8 @@ __all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "GAP_TARGET", "RoundSolver", "Roun
 #: the gap the last fruitless search left (a round that changed that much is not the same problem)
 BACKOFF_WIDER = 2.0
 
-#: the default relative gap within which a chain's round stops: 0.1 % (0.5 % gave mean JCTs up to
-#: 11 % higher on congested streams, at a similar cost: ``benchmarks/README.md``)
+#: the default relative gap within which a chain's round stops: 0.1 % (0.5 % took less time but gave
+#: mean JCTs up to 11 % higher on congested streams: ``benchmarks/README.md``)
 GAP_TARGET = 0.001
 
 #: the ``stats["incremental"]`` values: how a round was answered
