@@ -19,7 +19,8 @@ Philly trace (jobs shorter than a minute dropped, as in the sample):
 
 Per allocator: the run's wall time and its ratio to fungible-greedy's, the per-round solve time
 (p50, p95) and solve CPU time (p50) over the rounds the allocator was called on, the mean and
-p95 per-round gap against the round's own proven bound, and the mean JCT. The rows also go to
+p95 per-round gap against the round's own proven bound, the mean JCT, and for a chain how its
+rounds were answered (``carried``, ``searched``, ``skipped:backoff``, ...). The rows also go to
 ``--out`` as JSON (``benchmarks/results/incremental.json`` by default).
 """
 
@@ -86,7 +87,8 @@ def run_allocator(setup: Any, allocator: str, policy: str, time_limit: float, se
             "cpu_p50_ms": 1e3 * float(np.median(cpu_s)) if cpu_s.size else math.nan,
             "gap_mean_pct": 100 * float(gap.mean()) if gap.size else math.nan,
             "gap_p95_pct": 100 * float(np.percentile(gap, 95)) if gap.size else math.nan,
-            "avg_jct_h": s["avg_jct_s"] / 3600, "finished": s["finished"]}
+            "avg_jct_h": s["avg_jct_s"] / 3600, "finished": s["finished"],
+            **({"paths": res.info["chain_paths"]} if "chain_paths" in res.info else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(r)
             print(f"{alloc:<16} {r['wall_s']:8.1f} {r['x_greedy']:8.2f} {r['rounds']:6d} {r['solve_p50_ms']:7.1f} {r['solve_p95_ms']:7.1f} "
                   f"{r['cpu_p50_ms']:7.1f} {r['gap_mean_pct']:6.2f} {r['gap_p95_pct']:7.2f} {r['avg_jct_h']:7.3f}", flush=True)
+            if "paths" in r:  # how the chain answered its rounds
+                print(f"{'':<16} rounds: " + ", ".join(f"{k} {v}" for k, v in r["paths"].items()), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
     return 0

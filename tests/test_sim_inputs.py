@@ -13,7 +13,7 @@ import pytest
 from optsched import catalogue
 from optsched.cli import main
 from optsched.errors import InputError
-from optsched.incremental import GAP_TARGET
+from optsched.incremental import GAP_TARGET, PATHS
 from optsched.sim import cluster
 from optsched.sim import experiment as ex
 from optsched.sim.metrics import read_run, run_id
@@ -328,7 +328,11 @@ def test_a_gap_target_reaches_the_round_chain_and_its_run_id_only(tmp_path, monk
     assert seen == [GAP_TARGET, 0.05]
     assert "gap_target" not in default.info["manifest"]["solver_options"]
     assert loose.info["manifest"]["solver_options"]["gap_target"] == 0.05 and loose.info["run_id"] != default.info["run_id"]
+    for res in (default, loose):  # how the chain answered its rounds: one count per solver call
+        assert sum(res.info["chain_paths"].values()) == int((res.rounds["solved"] > 0).sum()) > 0
+        assert {k.partition(":")[0] for k in res.info["chain_paths"]} <= set(PATHS)
     greedy = [ex.run(setup, allocator="fungible-greedy", policy="fifo", gap_target=g) for g in (None, 0.05)]
+    assert "chain_paths" not in greedy[0].info
     assert greedy[0].info["run_id"] == greedy[1].info["run_id"]  # not a chain: the target changes nothing
 
 

@@ -206,6 +206,9 @@ def run(
     (:data:`optsched.incremental.GAP_TARGET` when None); other allocators ignore it, and it is
     recorded only for the chains.
 
+    A ``SOLVER@warm`` run's ``info["chain_paths"]`` counts how the chain answered its rounds
+    (:attr:`SolveRoundAllocator.paths <optsched.sim.solving.SolveRoundAllocator>`).
+
     ``shadow`` (a solver name) also solves every round with that solver on the same state
     (:class:`~optsched.sim.shadow.Shadowed`): ``info["shadow"]`` holds the comparison and
     ``info["shadow_rounds"]`` the per-round records.
@@ -228,6 +231,7 @@ def run(
         given["gap_target"] = solver_options["gap_target"] = gap_target
     alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, incremental=variant == "warm",
                                      **solver_options)
+    chain = alloc if variant == "warm" else None
     if variant == "demand":
         alloc = AtDemand(alloc)
     if shadow is not None:
@@ -245,6 +249,8 @@ def run(
     res.info["deterministic_time"] = deterministic_time
     res.info["seed"] = seed
     res.info["validated"] = validate
+    if chain is not None:  # how the chain answered its rounds (SolveRoundAllocator.paths)
+        res.info["chain_paths"] = dict(sorted(chain.paths.items()))
     res.info["manifest"] = manifest(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg,
                                     deterministic_time=deterministic_time, solver_options=given, shadow=shadow)
     res.info["run_id"] = run_id(res.info["manifest"])

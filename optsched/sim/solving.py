@@ -5,6 +5,7 @@ allocator's answer is not a valid schedule for the round (:class:`SimulationErro
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -40,7 +41,9 @@ class SolveRoundAllocator:
     engine whatever the allocator does. Rounds with contract-v2 policy rules are always validated.
 
     ``incremental=True`` solves the rounds as one chain (:class:`optsched.incremental.RoundSolver`:
-    the previous schedule carried over, no search when it is proven within ``gap_target``).
+    the previous schedule carried over, no search when it is proven within ``gap_target``);
+    ``paths`` then counts how its rounds were answered (``stats["incremental"]``, a skipped
+    round as ``skipped:`` and why, e.g. ``skipped:backoff``).
     """
 
     def __init__(self, solver: str | None = None, *, method: str = "auto", time_limit: float = 10.0, seed: int = 0,
@@ -59,10 +62,14 @@ class SolveRoundAllocator:
         self._previous: Schedule | None = None
         self._chain = RoundSolver(solver or "cpsat", time_limit=time_limit, seed=seed, gap_target=gap_target, options=options) \
             if incremental else None
+        self.paths: Counter[str] = Counter()
 
     def __call__(self, instance: Instance) -> Result:
         if self._chain is not None:
-            return self._chain.solve(instance)
+            res = self._chain.solve(instance)
+            path = res.stats.get("incremental", "cold")
+            self.paths[f"{path}:{res.stats['skipped']}" if path == "skipped" and "skipped" in res.stats else path] += 1
+            return res
         hint = None
         if self.takes_hint and self._previous is not None:
             present = {j.id for j in instance.jobs}
