@@ -319,3 +319,35 @@ def test_the_squeezed_greedy_is_feasible_and_keeps_pinned_jobs_where_they_run(se
     for j in inst.jobs:
         if j.pinned:
             assert dict(out.jobs[j.id].nodes) == dict(j.placement)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_relaxed_programmes_bound_a_nodes_optimum(seed):
+    """The lesser of the (GPUs, cores) and (GPUs, memory) programmes is never below the full
+    table's optimum, the refill's test for skipping a node (-inf only where nothing fits)."""
+    rng = np.random.default_rng(seed)
+    room, items = _random_items(rng)
+    if rng.random() < 0.3:  # mandatory items that the room may not hold
+        room = (room[0], max(1, room[1] // 4), max(5, room[2] // 4))
+    best = _best(room, items)
+    relaxed = node_refill_module._relaxed(room, items)
+    assert relaxed >= best * (1 - 1e-12) if np.isfinite(best) else relaxed >= best
+
+
+def test_the_refill_with_the_relaxed_skip_equals_the_refill_without(monkeypatch):
+    """Skipping the nodes that the relaxed programmes prove already best leaves every refill as it
+    was (the same jobs at the same points), and on schedules the refill already left best it
+    builds fewer full programmes."""
+    solve_node, built = node_refill_module._solve_node, []
+    monkeypatch.setattr(node_refill_module, "_solve_node", lambda room, items: built.append(1) or solve_node(room, items))
+    rounds = [_pinned_round(seed, waiting=4) for seed in range(12)]
+    greedy = [fungible_greedy_schedule(inst) for inst in rounds]
+    refilled = [node_refill(inst, s) for inst, s in zip(rounds, greedy, strict=True)]
+    built.clear()
+    again = [node_refill(inst, s) for inst, s in zip(rounds, refilled, strict=True)]
+    with_skip = len(built)
+    monkeypatch.setattr(node_refill_module, "_relaxed", lambda room, items: np.inf)
+    built.clear()
+    assert [node_refill(inst, s).jobs for inst, s in zip(rounds, refilled, strict=True)] == [s.jobs for s in again]
+    assert with_skip < len(built)
+    assert [node_refill(inst, s).jobs for inst, s in zip(rounds, greedy, strict=True)] == [s.jobs for s in refilled]

@@ -12,7 +12,9 @@ This is the move a congested round needs when most running jobs are pinned (stri
 few free GPUs go to the waiting jobs whose speed-up is worth most once the pinned jobs on that
 node give up some cores or memory, a trade no single-job move finds. Of the waiting jobs alike in
 all but weight (profile, GPUs, speeds, spread factor, demand), only the heaviest ones that fit the
-node's free GPUs are offered (no lighter one can be worth more at any point). Used by
+node's free GPUs are offered (no lighter one can be worth more at any point). A node whose part
+two relaxed programmes (GPUs and cores alone, GPUs and memory alone) prove already best is left
+as it is without building the full one. Used by
 :class:`optsched.incremental.RoundSolver` on rounds the carried-over schedule leaves open.
 """
 
@@ -175,6 +177,27 @@ def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[i
     return _read(tables, units, items, (room[0], room[1] // units[0], room[2] // units[1]))
 
 
+def _relaxed(room: tuple[int, int, int], items: Items) -> float:
+    """An upper bound on the best choice of one option per item within ``room`` (what
+    :func:`_tables` would find): the lesser of two programmes over (GPUs, cores) and (GPUs,
+    memory), each dropping the other resource. A few thousand cells against the full table's
+    hundreds of thousands; ``-inf`` when no choice fits."""
+    best = math.inf
+    for axis, cap in ((0, room[1]), (1, room[2])):
+        unit = math.gcd(cap, *(int(o[axis]) for _, opts, _ in items for o in opts)) or 1
+        free, k = room[0], cap // unit
+        table = np.zeros((free + 1, k + 1))
+        for mandatory, opts, g in items:
+            new = np.full_like(table, -np.inf) if mandatory else table.copy()
+            for o in opts:
+                s = int(o[axis]) // unit
+                if g <= free and s <= k:
+                    np.maximum(new[g:, s:], table[: free + 1 - g, : k + 1 - s] + o[2], out=new[g:, s:])
+            table = new
+        best = min(best, float(table[free, k]))
+    return best
+
+
 def _movable(job: Job, a: Assignment) -> bool:
     """Whether the refill may re-choose ``job``'s assignment ``a``: on one node, at the job's
     nominal size (an elastic job keeps the size it has)."""
@@ -286,10 +309,12 @@ def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None 
         if part is None:
             continue
         alone, offered, items, room = part
+        now = sum(assignment_value(instance, instance.job(jid), jobs[jid]) for jid in alone)
+        if not force and room[0] > 1 and _relaxed(room, items) * (1 + 1e-12) <= now * (1 + 1e-9) + 1e-12:
+            continue  # no choice is worth more than the node's part already is: spare the full table
         choice = _solve_node(room, items)
         if choice is None:
             continue
-        now = sum(assignment_value(instance, instance.job(jid), jobs[jid]) for jid in alone)
         new_value = sum(items[i][1][k][2] for i, k in enumerate(choice) if k is not None)
         if force or new_value > now * (1 + 1e-9) + 1e-12:
             _apply(jobs, nid, alone, offered, items, choice)
