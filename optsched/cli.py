@@ -2,7 +2,8 @@
 
 Each verb lives in ``optsched/commands/<verb>.py`` with ``add_arguments(parser)`` and
 ``run(args) -> int``; modules are imported only when their verb runs, so ``optsched check`` does
-not load torch. Exit codes: 0 success, 1 infeasible / violations, 2 bad input.
+not load torch. Exit codes: 0 success, 1 infeasible / violations, 2 bad input (an unreadable or
+unwritable file included), 3 a solver bug.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         # stdout goes to devnull so that the interpreter's final flush does not raise again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # the disk or the file system refused: no traceback, nothing half-written (write_json)
+        print(f"optsched: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import re
+import tempfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +18,7 @@ from optsched.limits import MAX_DEPTH
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
-__all__ = ["load_instance", "load_json", "load_schedule", "parse_json", "save_instance", "write_json"]
+__all__ = ["check_writable", "load_instance", "load_json", "load_schedule", "parse_json", "save_instance", "write_json"]
 
 
 def load_json(path: str | Path) -> Any:
@@ -280,10 +281,33 @@ def write_json(obj: Any, path: str | Path) -> None:
     p = Path(path)
     text = json.dumps(obj, indent=1 if p.suffix != ".gz" else None, sort_keys=False) + "\n"
     data = gzip.compress(text.encode(), mtime=0) if p.suffix == ".gz" else text.encode()
-    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        tmp.replace(p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise InputError("path", str(p), f"cannot be written: {e.strerror or e}") from None
+
+
+def check_writable(path: str | Path, field: str = "-o", *, directory: bool = False) -> Path:
+    """``path`` if a file (or, with ``directory``, files inside it) can be written there, else
+    :class:`InputError` naming ``field``: checked before any work, so that an hour's result is
+    never lost to a typo in the output path. Creates the missing parent directories."""
+    p = Path(path)
+    try:
+        if p.is_dir() and not directory:
+            raise InputError(field, str(p), "is a directory; give a file name")
+        if directory and p.exists() and not p.is_dir():
+            raise InputError(field, str(p), "is a file; give a directory")
+        where = p if directory else p.parent
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".optsched-", suffix=".probe"):
+            pass
+    except OSError as e:
+        raise InputError(field, str(p), f"cannot be written: {e.strerror or e}") from None
+    return p
 
 
 def save_instance(instance: Instance, path: str | Path) -> None:

@@ -34,11 +34,13 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FACTOR",
     "MAX_SECONDS",
+    "MAX_SEED",
     "MAX_THROUGHPUT",
     "MAX_VALUE_SPAN",
     "MIN_FACTOR",
     "MIN_THROUGHPUT",
     "check_ranges",
+    "check_seed",
     "check_size",
     "check_value_span",
     "job_value_range",
@@ -60,6 +62,8 @@ MAX_SECONDS = 1e9
 #: throughput``, see :func:`job_value_range`) in one round: MIP solvers work to relative
 #: tolerances near 1e-9, and CP-SAT scales values to integers with 1e-5 resolution under 2^50
 MAX_VALUE_SPAN = 1e6
+#: largest seed: the solvers pass it to 32-bit random-seed parameters (CP-SAT, SCIP)
+MAX_SEED = 2**31 - 1
 #: the most ``nodes x jobs`` cells each method takes. Measured at the default 10 s time limit on
 #: ``optsched gen`` rounds (seed 0) on a loaded 2-core machine: at 128 x 512 (65,536 cells) scip,
 #: cbc and pulp answered in 12.0, 15.8 and 11.1 s (the greedy schedule: the time went into building
@@ -77,6 +81,13 @@ def _count(field: str, v: int) -> None:
 def _between(field: str, v: float, lo: float, hi: float, what: str) -> None:
     if not lo <= v <= hi:
         raise InputError(field, v, f"must be in [{lo:g}, {hi:g}] ({what})")
+
+
+def check_seed(seed: object, field: str = "seed") -> int:
+    """``seed`` if it is an integer in ``[0, MAX_SEED]``, else :class:`~optsched.errors.InputError`."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError(field, seed, f"must be an integer in [0, {MAX_SEED}] (solvers take 32-bit seeds)")
+    return seed
 
 
 def _seconds(field: str, v: float | None) -> None:

@@ -13,7 +13,7 @@ from optsched.checker import check_schedule
 from optsched.errors import InputError, SolverBug
 from optsched.exact.placeable import nothing_can_run
 from optsched.learned.solver import load_policy
-from optsched.limits import check_ranges, check_size, check_value_span
+from optsched.limits import check_ranges, check_seed, check_size, check_value_span
 from optsched.model import Instance
 from optsched.options import MethodOptions
 from optsched.policy_repair import repair
@@ -204,8 +204,7 @@ def solve_round(
         instance = Instance.from_dict(instance)
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
         raise InputError("time_limit", time_limit, "must be a positive number of seconds")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError("seed", seed, "must be a non-negative integer")
+    check_seed(seed)
     if hint is not None and not isinstance(hint, Schedule):
         if not isinstance(hint, Mapping):
             raise InputError("hint", hint, "must be a Schedule or a schedule JSON object")

@@ -68,6 +68,19 @@ CASES = [
     ("gen --nodes 2 --jobs 3 --running-fraction 2", ["running_fraction", "2"]),
     ("gen --nodes 2 --jobs 3 --grid huge", ["grid", "huge"]),
     ("gen --nodes 2 --jobs 3 --duration 0", ["duration_s", "0"]),
+    # seeds beyond the solvers' 32-bit seed parameters
+    ("solve {tiny} --seed 2147483648", ["seed", "2147483648", "2147483647"]),
+    ("validate {tiny} ok.json --seed 2147483648", ["seed", "2147483648"]),
+    ("simulate sample --allocator fungible-greedy --seed 2147483648 --no-progress", ["seed", "2147483648"]),
+    # outputs that cannot be written, refused before any work (ok.json is a file, . a directory)
+    ("solve {tiny} -o .", ["-o", "is a directory"]),
+    ("solve {tiny} -o ok.json/s.json", ["-o", "ok.json/s.json", "cannot be written"]),
+    ("validate {tiny} ok.json -o ok.json/r.json", ["-o", "cannot be written"]),
+    ("export {tiny} -o ok.json/m.lp", ["-o", "cannot be written"]),
+    ("gen --nodes 2 --jobs 3 -o ok.json/g.json", ["-o", "cannot be written"]),
+    ("gen --nodes 2 --jobs 3 --count 2 -o ok.json/d", ["-o", "cannot be written"]),
+    ("workload gang-heavy --jobs 10 -o ok.json/t.csv", ["-o", "cannot be written"]),
+    ("simulate sample --allocator fungible-greedy -o ok.json --no-progress", ["-o", "is a file"]),
 ]
 
 
@@ -80,3 +93,4 @@ def test_bad_input_exits_2_naming_the_field(files, line, named):
     for text in named:
         assert text in p.stderr, p.stderr
     assert p.stdout == ""  # nothing half-written on stdout
+    assert not list(files.rglob("*.tmp")) and not list(files.rglob("*.probe"))

@@ -29,3 +29,19 @@ def test_get_backend_by_name():
     assert sorted(pool.imap_unordered(operator.neg, range(5))) == [-4, -3, -2, -1, 0]
     with pytest.raises(InputError, match="unknown backend"):
         get_backend("threads")
+
+
+def _backend_in_a_daemon(q) -> None:
+    q.put(type(get_backend("local", workers=2)).__name__)
+
+
+def test_local_runs_serially_inside_a_daemonic_process():
+    """A worker of a process pool (the HTTP service's) may not start one: ``local`` runs serially there."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_backend_in_a_daemon, args=(q,), daemon=True)
+    p.start()
+    p.join(60)
+    assert q.get(timeout=5) == "Serial"

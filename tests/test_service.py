@@ -152,6 +152,14 @@ def test_solve_returns_a_checked_schedule(http, method):
         assert body["status"] == "optimal" and body["objective"] == pytest.approx(local.objective, rel=1e-6)
 
 
+def test_partitioned_solves_in_a_worker(http):
+    """The service's workers are daemonic processes: ``partitioned`` runs its parts serially there."""
+    d = _tiny(0)
+    r = http.post("/v1/solve", json={"instance": d, "solver": "partitioned", "time_limit": 1.5})
+    assert r.status_code == 200, r.text
+    assert check_schedule(Instance.from_dict(d), r.json()).feasible
+
+
 def test_options_reach_the_solver_and_auto_checks_them_in_its_worker(http):
     """``options`` give the schedule the Python API gives with them; under ``auto`` (whose
     method depends on the round) the worker refuses a bad one with solve_round's message."""
@@ -358,3 +366,15 @@ def test_optsched_serve_refuses_bad_options(capsys):
 
     assert main(["serve", "--workers", "0"]) == 2 and "--workers" in capsys.readouterr().err
     assert main(["serve", "--port", "70000"]) == 2 and "--port" in capsys.readouterr().err
+
+
+def test_optsched_serve_refuses_a_busy_port_as_bad_input(capsys):
+    from optsched.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert "--port" in err and f"127.0.0.1:{port}" in err and "in use" in err

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from optsched.errors import InputError
-from optsched.io import load_instance
+from optsched.io import check_writable, load_instance
 from optsched.mip.backends import export_text
 from optsched.mip.description import MIP_FAMILIES, build
 from optsched.round_policies import policy_families
@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out:
+        check_writable(args.out)
     instance = load_instance(args.instance)
     fams = sorted(policy_families(instance) - set(MIP_FAMILIES))
     if fams:  # the shared MIP description does not model them: refuse rather than drop them
@@ -37,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
         model = model.relaxed()
     text = export_text(model, args.format)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        try:
+            Path(args.out).write_text(text)
+        except OSError as e:
+            raise InputError("-o", args.out, f"cannot be written: {e.strerror or e}") from None
     else:
         sys.stdout.write(text)
     s = model.stats()

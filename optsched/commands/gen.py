@@ -16,7 +16,7 @@ from typing import Any
 
 from optsched.errors import InputError
 from optsched.gen import generate, generate_suite
-from optsched.io import write_json
+from optsched.io import check_writable, write_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -106,6 +106,8 @@ def generator_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_writable(args.out, directory=not args.out.endswith((".json", ".json.gz")))
     opts = generator_options(args)
     if args.count < 1:
         raise InputError("--count", args.count, "must be >= 1")

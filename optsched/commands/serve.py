@@ -11,8 +11,10 @@ body at ``--max-body-mb`` MB (413). With ``--token`` (or ``OPTSCHED_TOKEN``) eve
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
+import socket
 
 from optsched.errors import InputError
 from optsched.extras import require_extra
@@ -43,8 +45,24 @@ def run(args: argparse.Namespace) -> int:
     from optsched.service import create_app  # lazy: the service imports fastapi, an optional extra
 
     cfg = service_config(args)
+    check_bindable(args.host, args.port)
     uvicorn.run(create_app(cfg), host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Refuse, as bad input, a ``--host``/``--port`` this process cannot listen on (a busy port,
+    a foreign address) before the server starts: uvicorn would log it and exit 3, the code of
+    a solver bug."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, addr = infos[0]
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a port in TIME_WAIT is free
+            s.bind(addr)
+    except OSError as e:
+        raise InputError("--port" if e.errno == errno.EADDRINUSE else "--host", f"{host}:{port}",
+                         f"cannot listen there: {e.strerror or e}") from None
 
 
 def is_loopback(host: str) -> bool:

@@ -17,6 +17,7 @@ from optsched.commands.gen import parse_shares
 from optsched.errors import InputError
 from optsched.extras import require_extra
 from optsched.incremental import GAP_TARGET
+from optsched.io import check_writable
 from optsched.registry import get_method, methods
 from optsched.sim.config import SimConfig, parse_start_spread_horizon, pins_running_jobs
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
@@ -180,6 +181,7 @@ def _warn_on_units(workload: Workload) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_writable(args.out, directory=True)
     if args.plot:  # before the run, not after it
         require_extra("matplotlib", "plot", "simulate --plot")
     policies = [s.strip() for s in args.policy.split(",") if s.strip()]

@@ -23,7 +23,7 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
-from optsched.io import load_instance, load_schedule, write_json
+from optsched.io import check_writable, load_instance, load_schedule, write_json
 from optsched.model import Instance
 from optsched.result import Result, Status, gap
 from optsched.round_policies import drf_runnable
@@ -67,6 +67,8 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if args.write_first and not args.out:
         raise InputError("--write-first", True, "needs -o FILE: the file the first incumbent is written to")
+    if args.out:
+        check_writable(args.out)
     t0 = time.perf_counter()
     instance = load_instance(args.instance)
     if args.verbose:

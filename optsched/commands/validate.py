@@ -25,7 +25,7 @@ from tqdm import tqdm
 from optsched.bench.index import instance_files
 from optsched.checker import check_schedule
 from optsched.errors import InputError
-from optsched.io import load_instance, load_json, write_json
+from optsched.io import check_writable, load_instance, load_json, write_json
 from optsched.learned.decode import log_likelihood, target_arrays
 from optsched.learned.features import featurise
 from optsched.learned.labels import _node_class_key
@@ -200,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.time_limit > 0:
         raise InputError("--time-limit", args.time_limit, "must be positive")
     get_method(args.solver)
+    if args.out:
+        check_writable(args.out)
     pairs = _pairs(args.instance, args.decision)
     batch = Path(args.instance).is_dir()
     reports = []

@@ -7,6 +7,7 @@ A backend maps a picklable function over tasks and yields results as they comple
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -54,9 +55,14 @@ class LocalPool:
 
 
 def get_backend(name: str, *, workers: int | None = None, address: str | None = None) -> Backend:
-    """``"local"`` (process pool, the default), ``"serial"``, or ``"ray"`` (optional extra)."""
+    """``"local"`` (process pool, the default), ``"serial"``, or ``"ray"`` (optional extra).
+
+    ``"local"`` runs serially where a pool cannot start: with one worker, and inside a daemonic
+    process (a worker of the HTTP service's pool, which may not have children). Callers' results
+    do not depend on the backend, only their wall time does.
+    """
     if name == "local":
-        return LocalPool(workers) if (workers or 0) != 1 else Serial()
+        return LocalPool(workers) if (workers or 0) != 1 and not multiprocessing.current_process().daemon else Serial()
     if name == "serial":
         return Serial()
     if name == "ray":

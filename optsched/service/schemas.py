@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, create_model,
 
 from optsched import model as _model
 from optsched.fields import unknown_field
+from optsched.limits import MAX_SEED
 from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS
 
 __all__ = [
@@ -52,8 +53,6 @@ __all__ = [
     "ViolationModel",
 ]
 
-#: the largest seed accepted over HTTP (solvers pass it to 32-bit random-seed parameters)
-MAX_SEED = 2**31 - 1
 
 _STRICT = ConfigDict(strict=True, extra="ignore")
 #: a request's own fields: a misspelt one (``tim_limit``) is a 422, not a default silently applied

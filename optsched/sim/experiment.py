@@ -16,6 +16,7 @@ from typing import Any
 from tqdm import tqdm
 
 from optsched.errors import InputError
+from optsched.limits import check_seed
 from optsched.model import Node
 from optsched.parallel import get_backend
 from optsched.sim import cluster as clusters
@@ -138,6 +139,7 @@ def prepare(
     ``target_load``, by whatever brings the offered load (GPU-seconds asked over GPU-seconds
     available across the arrival span, :func:`~optsched.sim.workload.offered_load`) to it --
     cap gangs to the largest GPU type's total, and assign models with ``seed``."""
+    check_seed(seed)
     nodes = clusters.parse_cluster(cluster, cpus=cpus, mem_gb=mem_gb) if isinstance(cluster, str) else tuple(cluster)
     trace = open_trace(trace_path, fmt, seed=seed, schema=schema, gpus=sum(nd.gpus for nd in nodes))
     if len(trace) == 0:
@@ -219,6 +221,7 @@ def run(
     """
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
+    check_seed(seed)
     check_deterministic_time([allocator] if shadow is None else [allocator, shadow], deterministic_time)
     solver, _, variant = allocator.partition("@")
     given = dict(solver_options)
