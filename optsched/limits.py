@@ -35,6 +35,7 @@ __all__ = [
     "MAX_FACTOR",
     "MAX_SECONDS",
     "MAX_SEED",
+    "MAX_THREADS",
     "MAX_THROUGHPUT",
     "MAX_VALUE_SPAN",
     "MIN_FACTOR",
@@ -62,6 +63,8 @@ MAX_SECONDS = 1e9
 #: throughput``, see :func:`job_value_range`) in one round: MIP solvers work to relative
 #: tolerances near 1e-9, and CP-SAT scales values to integers with 1e-5 resolution under 2^50
 MAX_VALUE_SPAN = 1e6
+#: the most threads or worker processes a method is asked to start (``num_workers``, ``threads``, ``workers``)
+MAX_THREADS = 1024
 #: largest seed: the solvers pass it to 32-bit random-seed parameters (CP-SAT, SCIP)
 MAX_SEED = 2**31 - 1
 #: the most ``nodes x jobs`` cells each method takes. Measured at the default 10 s time limit on

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from optsched.errors import InputError
+from optsched.limits import MAX_COUNT
 
 __all__ = ["Check", "MethodOptions", "NoOptions", "OptionInfo", "option"]
 
@@ -71,14 +72,17 @@ class Check:
         return Check("bool", fn)
 
     @staticmethod
-    def integer(*, ge: int) -> Check:
-        """An integer (not a boolean) of at least ``ge``."""
+    def integer(*, ge: int, le: int = MAX_COUNT) -> Check:
+        """An integer (not a boolean) in ``[ge, le]`` (``le``: by default the largest count
+        optsched computes with, :data:`optsched.limits.MAX_COUNT`)."""
         def fn(name: str, value: Any) -> int:
             if isinstance(value, bool) or not isinstance(value, int) or value < ge:
                 raise InputError(name, value, "must be a positive integer" if ge == 1 else f"must be an integer >= {ge}")
+            if value > le:
+                raise InputError(name, value, f"must be <= {le:,}")
             return int(value)
 
-        return Check(f"int >= {ge}", fn)
+        return Check(f"int >= {ge}" if le == MAX_COUNT else f"int in [{ge}, {le}]", fn)
 
     @staticmethod
     def number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,

@@ -113,6 +113,17 @@ def test_heuristics_without_options_refuse_any(tiny, solver):
     (MaifsOptions, "threads", 1.5),
     (MaifsOptions, "repair", "no"),
     (MaifsOptions, "weights", 3),
+    # beyond what a machine can start or a loop can honour within its time limit
+    (CpsatOptions, "num_workers", 10**6),
+    (LnsOptions, "num_workers", 2**70),
+    (LnsOptions, "nodes", 10**12),
+    (MipOptions, "num_threads", 10**6),
+    (MaifsOptions, "threads", 5000),
+    (MaifsOptions, "samples", 10**18),
+    (MaifsOptions, "temperature", 1e308),
+    (PartitionedOptions, "passes", 10**9),
+    (PartitionedOptions, "parts", 10**18),
+    (PartitionedOptions, "workers", 10**5),
 ])
 def test_wrong_type_or_range_is_refused_naming_field_and_value(cls, name, value):
     with pytest.raises(InputError) as e:
@@ -277,11 +288,11 @@ def test_cli_methods_lists_options():
 
 
 def test_options_base_is_a_contract_module():
-    """optsched.options imports only the errors module of optsched (the contract layer)."""
+    """optsched.options imports only the errors and limits modules of optsched (the contract layer)."""
     import ast
 
     tree = ast.parse((ROOT / "optsched" / "options.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in imported if m.startswith("optsched")} == {"optsched.errors"}
+    assert {m for m in imported if m.startswith("optsched")} == {"optsched.errors", "optsched.limits"}
     assert issubclass(NoOptions, MethodOptions)

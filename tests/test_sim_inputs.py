@@ -391,6 +391,9 @@ def test_the_run_id_covers_results_and_ignores_labels(tmp_path):
     assert run_id(ex.manifest(ex.prepare(moved, cluster="2x8"), config=cfg, **kw)) == run_id(m)  # same bytes, same id
     other = ex.prepare(p, cluster="2x8", mix={"image": 1.0})
     assert run_id(ex.manifest(other, config=cfg, **kw)) != run_id(m)
+    for node_change in ({"cpus": 24}, {"mem_gb": 256}, {"cluster": "2x8:A100"}):
+        other = ex.prepare(p, **{"cluster": "2x8", **node_change})
+        assert run_id(ex.manifest(other, config=cfg, **kw)) != run_id(m), node_change
 
 
 def test_a_shadowed_run_has_its_own_files(tmp_path, capsys):

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = json.loads((ROOT / "instances" / "tiny" / "t-2n-4j-01.json").read_text())
 #: the MIP size limits (optsched.limits.MAX_CELLS), written out so that the test runs where the table is missing
 MIP_CELLS = {"scip": 65_536, "cbc": 65_536, "pulp": 65_536}
-METHODS = ["cpsat", "lns", "scip", "cbc", "pulp", "fungible-greedy", "fixed-demand"]
+METHODS = ["cpsat", "lns", "scip", "cbc", "pulp", "fungible-greedy", "fixed-demand", "maifs", "partitioned"]
 
 
 def _round(edit) -> Instance:
@@ -52,12 +52,18 @@ def _no_memory(d):
         n["mem_gb"] = 0
 
 
+def _no_nodes(d):
+    d["nodes"] = []
+    for j in d["jobs"]:
+        j.pop("placement", None)
+
+
 def _no_gpus(d):
     for n in d["nodes"]:
         n["gpus"] = 0
 
 
-NOTHING_RUNS = {"no-jobs": _no_jobs, "unknown-gpu-types": _unknown_types, "no-memory": _no_memory, "no-gpus": _no_gpus}
+NOTHING_RUNS = {"no-jobs": _no_jobs, "unknown-gpu-types": _unknown_types, "no-memory": _no_memory, "no-gpus": _no_gpus, "no-nodes": _no_nodes}
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from optsched.errors import InputError
+from optsched.limits import MAX_THREADS
 from optsched.options import Check, MethodOptions, option
 from optsched.schedule import Schedule
 
@@ -66,7 +67,7 @@ class CpsatOptions(MethodOptions):
 
     method: ClassVar[str] = "cpsat"
 
-    num_workers: int | None = option(None, "CP-SAT workers (null: min(8, CPU count))", Check.integer(ge=1).or_none())
+    num_workers: int | None = option(None, "CP-SAT workers (null: min(8, CPU count))", Check.integer(ge=1, le=MAX_THREADS).or_none())
     deterministic_time: float | None = option(
         None, "CP-SAT deterministic-time limit, for reproducible runs (null: wall clock only); a search that a wall "
               "limit under 1 s + 4 s per deterministic second may cut runs on one worker",

@@ -209,7 +209,7 @@ def _top_worth(feats: RoundFeatures, jobs: np.ndarray) -> np.ndarray:
     """Each job's worth at its best allowed grid point on its fastest GPU type, on one node and not
     moved (no placement is worth more)."""
     ok = feats.point_ok[jobs] & feats.point_mask[jobs]
-    return np.where(ok, feats.point_value[jobs], 0.0).max(axis=1) * feats.speed[jobs].max(axis=1)
+    return np.where(ok, feats.point_value[jobs], 0.0).max(axis=1, initial=0.0) * feats.speed[jobs].max(axis=1, initial=0.0)
 
 
 def squeeze_in(instance: Instance, feats: RoundFeatures, st: PlacementState, *, max_nodes: int = 12, deadline: float | None = None) -> int:

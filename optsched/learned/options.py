@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from optsched.exact.options import CpsatOptions
 from optsched.learned.inference import INFERENCE_THREADS
+from optsched.limits import MAX_THREADS
 from optsched.options import Check, MethodOptions, option
 
 __all__ = ["MaifsOptions", "WarmCpsatOptions"]
@@ -26,8 +27,8 @@ class MaifsOptions(MethodOptions):
     samples: int | None = option(
         None, "extra sampled decodes within the time limit (null: 16 on rounds of at most 4,096 nodes x jobs, else 0)",
         Check.integer(ge=0).or_none())
-    temperature: float = option(1.0, "the sampling temperature", Check.number(gt=0, problem="must be > 0"))
-    threads: int = option(INFERENCE_THREADS, "BLAS threads for the forward pass", Check.integer(ge=1))
+    temperature: float = option(1.0, "the sampling temperature", Check.number(gt=0, le=1_000_000, problem="must be in (0, 1000000]"))
+    threads: int = option(INFERENCE_THREADS, "BLAS threads for the forward pass", Check.integer(ge=1, le=MAX_THREADS))
     repair: bool | None = option(
         None, "the price-guided repair after the greedy decode (null: on every round without contract-v2 "
         "policies)", Check.boolean().or_none())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from optsched.limits import MAX_THREADS
 from optsched.options import Check, MethodOptions, option
 
 __all__ = ["MipOptions"]
@@ -16,6 +17,6 @@ class MipOptions(MethodOptions):
 
     method: ClassVar[str] = "the MIP solvers"
 
-    num_threads: int = option(1, "the MIP solver's threads", Check.integer(ge=1))
+    num_threads: int = option(1, "the MIP solver's threads", Check.integer(ge=1, le=MAX_THREADS))
     log: bool = option(False, "print the MIP solver's search log (on stdout)", Check.boolean(), remote=False)
     greedy: bool = option(True, "start from the greedy schedule (a fallback and, for scip, a hint)", Check.boolean())

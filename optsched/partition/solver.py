@@ -92,7 +92,7 @@ def _sizes(instance: Instance, opts: dict[str, Any]) -> tuple[int | None, int]:
         workers = opts["workers"] or min(cpus, max(n, 1))
         return parts, workers
     workers = opts["workers"] or (min(cpus, opts["parts"]) if opts["parts"] else cpus)
-    parts = opts["parts"]
+    parts = opts["parts"] and min(opts["parts"], max(1, len(instance.nodes)))  # a part holds at least one node
     if parts is None:
         waves = max(1, math.ceil(len(instance.nodes) / (NODES_PER_PART * workers)))
         parts = max(1, min(workers * waves, len(instance.nodes)))

@@ -6,6 +6,7 @@ grid of them in parallel on a backend -- local processes or Ray -- (:func:`run_g
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -162,7 +163,7 @@ def prepare(
     if target_load is not None:
         if not target_load > 0:
             raise InputError("target_load", target_load, "must be > 0")
-        offered = wl.offered_load(trace, total_gpus) if len(trace) > 1 else 0.0
+        offered = _offered(trace, total_gpus) or 0.0
         if offered <= 0:
             raise InputError("target_load", target_load, "needs a window with at least two jobs at different times")
         load = target_load / offered
@@ -172,12 +173,23 @@ def prepare(
     settings = {
         "trace": str(trace_path), "format": fmt, "cluster": cluster if isinstance(cluster, str) else "custom",
         "cluster_summary": clusters.summary(nodes), "start": start, "length": length, "max_jobs": max_jobs,
-        "load": load, "target_load": target_load, "offered_load": wl.offered_load(trace, total_gpus) if len(trace) > 1 else None,
+        "load": load, "target_load": target_load, "offered_load": _offered(trace, total_gpus),
         "min_duration": min_duration, "max_duration": max_duration, "cap_mode": cap_mode, "seed": seed, "mix": mix, "restart_s": restart_s,
         "spread_factor": spread_factor, "jobs": len(work), "schema": None if schema is None else schema.to_dict(),
-        "trace_sha256": _trace_digest(trace_path),
+        "trace_sha256": _trace_digest(trace_path), "nodes_sha256": _nodes_digest(nodes),
     }
     return Setup(trace=str(trace_path), nodes=nodes, workload=work, settings=settings)
+
+
+def _nodes_digest(nodes: tuple[Node, ...]) -> str:
+    """sha256 of the cluster's nodes (every field of each, in order): runs on clusters that differ in
+    cores, memory, types or racks, however given, get different run ids."""
+    return hashlib.sha256(json.dumps([n.to_dict() for n in nodes], sort_keys=True).encode()).hexdigest()
+
+
+def _offered(trace: Trace, total_gpus: int) -> float | None:
+    """The offered load over the window's arrival span; None where its arrivals span no time."""
+    return wl.offered_load(trace, total_gpus) if len(trace) > 1 and trace.submit_s[-1] > trace.submit_s[0] else None
 
 
 def run(
