@@ -63,6 +63,21 @@ def test_running_job_kept_in_place():
         assert _run(cls, _inst(nodes, [job])).schedule.jobs["r"].nodes == {"n1": 2}
 
 
+@pytest.mark.parametrize("max_moves", [None, 0])
+def test_a_younger_job_takes_free_room_before_a_running_jobs_nodes(max_moves):
+    """The round starts from an empty cluster and places jobs by priority: a heavier newcomer that
+    fits in free room goes there, so the lighter running job neither moves nor (with moves
+    forbidden) is preempted."""
+    nodes = [Node("n0", "V100", 4, 40, 400), Node("n1", "V100", 4, 40, 400), Node("n2", "V100", 4, 40, 400)]
+    jobs = [Job("r", 4, FLAT, (2, 10), placement={"n0": 4}, restart_s=60), Job("new", 4, FLAT, (2, 10), weight=5.0),
+            Job("r2", 2, FLAT, (2, 10), placement={"n1": 2}, restart_s=60), Job("new2", 2, FLAT, (2, 10), weight=4.0)]
+    inst = Instance("t", tuple(nodes), tuple(jobs), Round(300.0, False, max_moves=max_moves))
+    for cls in SOLVERS:
+        s = _run(cls, inst).schedule
+        assert s.jobs["r"].nodes == {"n0": 4} and s.jobs["r2"].nodes == {"n1": 2}, (cls.__name__, s.jobs)
+        assert s.jobs["new"].nodes == {"n2": 4} and s.jobs["new2"].nodes == {"n1": 2}
+
+
 def test_gpu_type_restrictions_and_fastest_type_preferred():
     nodes = [Node("k", "K80", 8, 80, 800), Node("v", "V100", 8, 80, 800), Node("p", "P100", 8, 80, 800)]
     jobs = [Job("fast", 2, FLAT, (2, 10), gpu_speed={"V100": 1.0, "K80": 0.3}),

@@ -7,7 +7,7 @@ Python loop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -45,6 +45,33 @@ class Cluster(FreeCapacity):
         self.by_type = {t: np.array([i for i, x in enumerate(types) if x == t], dtype=np.int64) for t in set(types)}
         self.types = sorted(self.by_type)
         self._allowed: dict[int, list[str]] = {}
+        #: running jobs not placed yet -> (node index -> GPUs, c, m): the room they hold now
+        self._claims: dict[str, tuple[dict[int, int], int, int]] = {}
+        self._claimed: np.ndarray | None = None  # (3, nodes): claimed GPUs, cores, GB
+
+    def claim_running(self, point: Callable[[Job], tuple[int, int]], skip: Collection[str] = ()) -> None:
+        """Mark the room every running job holds now (its GPUs at ``point(job)`` per GPU) as
+        claimed until the job itself is placed (:func:`place` releases it): best fit then puts
+        the jobs placed before it in free room first, so that a running job is not moved off
+        nodes a younger job could have done without (the round starts from an empty cluster).
+        Jobs in ``skip`` (placed already) claim nothing."""
+        claimed = np.zeros((3, self.free_g.size), dtype=np.int64)
+        for job in self.instance.jobs:
+            if job.placement is not None and job.id not in skip:
+                c, m = point(job)
+                where = {self.instance.node_idx(n): k for n, k in job.placement.items()}
+                self._claims[job.id] = (where, c, m)
+                for i, k in where.items():
+                    claimed[:, i] += (k, c * k, m * k)
+        self._claimed = claimed if self._claims else None
+
+    def release(self, job: Job) -> None:
+        """Give back ``job``'s claim (:meth:`claim_running`), if it holds one."""
+        claim = self._claims.pop(job.id, None)
+        if claim is not None and self._claimed is not None:
+            where, c, m = claim
+            for i, k in where.items():
+                self._claimed[:, i] -= (k, c * k, m * k)
 
     def allowed_types(self, job: Job) -> list[str]:
         """:func:`types_by_speed` for ``job``, memoised per ``gpu_speed`` mapping object (jobs
@@ -69,12 +96,22 @@ class Cluster(FreeCapacity):
 
         One node when any fits: the one with fewest leftover GPUs, then CPUs, then memory, then
         lowest index. Otherwise split over the fewest nodes (largest per-node capacities first).
-        ``None`` when the type's total capacity is too small.
+        ``None`` when the type's total capacity is too small. Room claimed by running jobs not
+        placed yet (:meth:`claim_running`) is used only where the unclaimed room cannot hold the gang.
         """
         idx = self.by_type.get(gpu_type)
         if idx is None or idx.size == 0:
             return None
         fg, fc, fm = self.free_g[idx], self.free_c[idx], self.free_m[idx]
+        if self._claimed is not None and self._claimed[0, idx].any():
+            cg, cc, cm = self._claimed[:, idx]
+            out = self._fit(idx, g, c, m, np.maximum(fg - cg, 0), np.maximum(fc - cc, 0), np.maximum(fm - cm, 0))
+            if out is not None:
+                return out
+        return self._fit(idx, g, c, m, fg, fc, fm)
+
+    def _fit(self, idx: np.ndarray, g: int, c: int, m: int, fg: np.ndarray, fc: np.ndarray, fm: np.ndarray) -> dict[str, int] | None:
+        """:meth:`best_fit` within the room ``fg, fc, fm`` of the nodes ``idx``."""
         cap = fg.copy()
         if c > 0:
             cap = np.minimum(cap, fc // c)
@@ -108,6 +145,7 @@ def place(instance: Instance, cl: Cluster, job: Job, cpus_per_gpu: int, mem_per_
     A running job keeps its current nodes when they still hold it on an allowed type (no restart);
     otherwise best fit with each of ``sizes`` GPUs in turn (default: its ``gpus``), on its allowed
     GPU types, fastest type first."""
+    cl.release(job)
     allowed = cl.allowed_types(job)
     nodes = None
     if job.placement is not None:

@@ -45,6 +45,7 @@ def _at_demand(instance: Instance, drf: bool = False, target: int | None = None,
     """Every job at its demand point, best fit in job order (with ``drf``: DRF progressive
     filling first, up to ``target``; its level goes to ``info["drf_level"]``), then the policy repair."""
     cl = Cluster(instance)
+    cl.claim_running(lambda job: job.demand)
     out: dict[str, Assignment] = {}
 
     def admit(job: Job) -> int | None:

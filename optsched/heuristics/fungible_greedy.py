@@ -120,6 +120,7 @@ def _fungible_pair(instance: Instance, fixed: Schedule | None, want_packed: bool
         cl.take(a.nodes, a.cpus_per_gpu, a.mem_per_gpu_gb)
         chosen[jid] = (dict(a.nodes), a.cpus_per_gpu, a.mem_per_gpu_gb)
         pts_of[jid] = points(instance.job(jid))[0]
+    cl.claim_running(lambda job: points(job)[1], skip=chosen)
     lean: dict[str, tuple[int, int]] = {}
     room: dict[tuple[str, int, int], int] = {}
 
