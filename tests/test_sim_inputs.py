@@ -420,3 +420,38 @@ def test_a_synthetic_run_id_covers_its_text_and_its_source_file(tmp_path):
     assert a != rid(f"synthetic:parametric:jobs=21,duration=trace,sizes=trace,source={src}")
     src.write_text(NORMALIZED.replace("600,1", "700,1"))
     assert a != rid(f"synthetic:parametric:jobs=20,duration=trace,sizes=trace,source={src}")
+
+
+# --- bad input named by file, line and column -------------------------------------------------------
+
+
+def test_a_cell_beyond_the_csv_field_limit_is_refused_with_its_line(tmp_path):
+    p = _write(tmp_path, "big.csv", "job_id,submit_time_s,duration_s,num_gpus,tenant\na,0,60,1,x\n# note\nb,5,60,1," + "y" * 200_000 + "\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "big.csv[line 4]" and "131,072 characters" in e.value.problem
+    wide = _write(tmp_path, "wide.csv", "# a comment\n" + "z" * 200_000 + ",b\n1,2\n")
+    with pytest.raises(InputError) as e:
+        load_trace(wide)
+    assert e.value.field == "wide.csv[line 2]"
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    p = _write(tmp_path, "dup.csv", "# x\njob_id,submit_time_s,duration_s,num_gpus,tenant,tenant\na,0,60,1,v,w\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "dup.csv[line 2].tenant" and "twice" in e.value.problem
+    assert len(load_trace(_write(tmp_path, "blank.csv", "job_id,submit_time_s,duration_s,num_gpus,,\na,0,60,1,,\n"))) == 1
+
+
+def test_a_field_mapped_twice_is_refused_naming_the_option(tmp_path, capsys):
+    with pytest.raises(InputError) as e:
+        CsvSchema.parse_columns("submit=a,gpus=g,submit=b")
+    assert e.value.field == "--columns" and "submit twice" in e.value.problem
+    p = _write(tmp_path, "chips.csv", CHIPS)
+    assert main(["simulate", str(p), "--columns", "submit=submitted_at,gpus=num_chips,duration=run_s,gpus=num_chips",
+                 "--no-progress", "-o", str(tmp_path / "o")]) == 2
+    assert "--columns: maps gpus twice" in capsys.readouterr().err
+    s = _write(tmp_path, "s.json", '{"columns": {"submit": "a", "gpus": "g", "duration": "d", "gpus": "h"}}')
+    with pytest.raises(InputError, match="'gpus' is given twice"):
+        CsvSchema.from_file(s)

@@ -13,8 +13,8 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["DELIMITERS", "Rows", "delimiter_of", "drop_nonpositive", "gpu_count", "number", "read_rows", "rebase", "short_list",
-           "time_value", "uncommented"]
+__all__ = ["DELIMITERS", "Rows", "csv_error", "delimiter_of", "drop_nonpositive", "gpu_count", "header_names", "number", "numbered",
+           "read_rows", "rebase", "short_list", "time_value", "uncommented"]
 
 
 #: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
@@ -55,21 +55,46 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
             sep = delimiter or delimiter_of(first)
             reader = csv.DictReader(itertools.chain([first] if first else [], lines), fieldnames=list(header) if header else None,
                                     delimiter=sep, skipinitialspace=True)
-            if reader.fieldnames is not None:
-                reader.fieldnames = [f.strip() for f in reader.fieldnames]
             rows, ends = [], []
-            for r in reader:
-                rows.append(r)
-                ends.append(numbers[reader.line_num - 1])
+            try:
+                if reader.fieldnames is not None:
+                    reader.fieldnames = [f.strip() for f in reader.fieldnames]
+                for r in reader:
+                    rows.append(r)
+                    ends.append(numbers[reader.line_num - 1])
+            except csv.Error as e:
+                raise csv_error(p, numbers[min(reader.reader.line_num, len(numbers)) - 1] if numbers else 1, e) from None
             fields = reader.fieldnames or []
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("path", str(p), f"cannot be read: {e}") from None
+    if header is None:
+        twice = next((f for i, f in enumerate(fields) if f and f in fields[:i]), None)
+        if twice is not None:
+            raise InputError(f"{p.name}[line {numbers[0]}].{twice}", twice, "the header names this column twice: rename one (a cell "
+                             "could not say which it belongs to)")
     missing = sorted({c for c in required if c not in fields}, key=list(required).index)
     if missing:
         raise InputError(f"{p.name}.columns", short_list(fields), f"{what} {missing}")
     return Rows(rows, ends)
+
+
+def csv_error(path: Path, line: int, e: csv.Error) -> InputError:
+    """The refusal of a line the CSV reader cannot split (a cell beyond ``csv.field_size_limit()``
+    characters, a NUL byte, a stray quote), naming the file line."""
+    if "field limit" in str(e):
+        return InputError(f"{path.name}[line {line}]", str(e), f"has a cell longer than {csv.field_size_limit():,} characters, more "
+                          "than any trace field holds: is this a CSV trace, and is its quoting balanced?")
+    return InputError(f"{path.name}[line {line}]", str(e), "cannot be read as a CSV row")
+
+
+def header_names(path: Path, text: str, line: int) -> list[str]:
+    """The column names of the header ``text``, file line ``line`` (its separator found by :func:`delimiter_of`)."""
+    try:
+        return [c.strip() for c in next(csv.reader([text], delimiter=delimiter_of(text), skipinitialspace=True), [])]
+    except csv.Error as e:
+        raise csv_error(path, line, e) from None
 
 
 def short_list(names: Sequence[str], most: int = 24, width: int = 40) -> list[str]:

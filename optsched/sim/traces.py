@@ -39,15 +39,15 @@ import numpy as np
 
 from optsched.errors import InputError
 from optsched.sim.csv_rows import (
-    delimiter_of,
     drop_nonpositive,
     gpu_count,
+    header_names,
     number,
+    numbered,
     read_rows,
     rebase,
     short_list,
     time_value,
-    uncommented,
 )
 
 __all__ = [
@@ -382,14 +382,15 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
             raise InputError("format", fmt, f"unknown trace format; known: {['auto', *LOADERS]}")
         return LOADERS[fmt](path)
     p = Path(path)
+    at: list[int] = []
     try:
         with p.open(encoding="utf-8-sig") as fh:
-            first = next(uncommented(fh), "")
+            first = next(numbered(fh, "#", at), "")
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("path", str(p), f"cannot be read: {e}") from None
-    names = [c.strip() for c in next(csv.reader([first], delimiter=delimiter_of(first), skipinitialspace=True), [])]
+    names = header_names(p, first, at[0] if at else 1)
     header = set(names)
     for name, cols in _SNIFF.items():
         if cols <= header:
@@ -471,7 +472,9 @@ class CsvSchema:
         for part in filter(None, (p.strip() for p in text.split(","))):
             k, eq, v = part.partition("=")
             if not eq:
-                raise InputError("columns", text, "must be FIELD=COLUMN pairs separated by commas")
+                raise InputError("--columns", text, "must be FIELD=COLUMN pairs separated by commas")
+            if k.strip() in cols:
+                raise InputError("--columns", text, f"maps {k.strip()} twice ({cols[k.strip()]} and {v.strip()}): name each field once")
             cols[k.strip()] = v.strip()
         return cols
 
@@ -487,9 +490,9 @@ class CsvSchema:
             raise InputError("schema", str(p), "no such file") from None
         try:
             if p.suffix == ".toml":
-                doc = tomllib.loads(text)
+                doc = tomllib.loads(text)  # refuses a key given twice itself
             else:
-                doc = json.loads(text)
+                doc = json.loads(text, object_pairs_hook=_once)
         except ValueError as e:
             raise InputError("schema", str(p), f"is not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}") from None
         if not isinstance(doc, dict) or "columns" not in doc:
@@ -508,6 +511,16 @@ class CsvSchema:
         return {"columns": dict(self.columns), "time_unit": self.time_unit, "duration_unit": self.duration_unit,
                 "datetime_format": self.datetime_format, "comment": self.comment, "gpu_unit": self.gpu_unit,
                 "cpu_unit": self.cpu_unit}
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (``json`` keeps the last of a repeated key silently)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {k!r} is given twice")
+        out[k] = v
+    return out
 
 
 def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
