@@ -455,3 +455,63 @@ def test_a_field_mapped_twice_is_refused_naming_the_option(tmp_path, capsys):
     s = _write(tmp_path, "s.json", '{"columns": {"submit": "a", "gpus": "g", "duration": "d", "gpus": "h"}}')
     with pytest.raises(InputError, match="'gpus' is given twice"):
         CsvSchema.from_file(s)
+
+
+HEAD4 = "job_id,submit_time_s,duration_s,num_gpus"
+
+
+@pytest.mark.parametrize(("extra", "row", "column", "needle"), [
+    ("", "b,10,nan,1", "duration_s", "finite"),  # was dropped as if it ran backwards
+    ("", "b,10,inf,1", "duration_s", "finite"),
+    ("", "b,10,,1", "duration_s", "is required"),
+    ("", "b,NaN,60,1", "submit_time_s", "finite"),
+    ("", "b,-inf,60,1", "submit_time_s", "finite"),
+    (",cpus_per_gpu", "b,10,60,1,-2", "cpus_per_gpu", ">= 0"),
+    (",mem_per_gpu_gb", "b,10,60,1,-1", "mem_per_gpu_gb", ">= 0"),
+    (",cpu_cores", "b,10,60,1,nan", "cpu_cores", "finite"),
+    (",mem_gib", "b,10,60,1,inf", "mem_gib", "finite"),
+    (",gpu_fraction", "b,10,60,1,0", "gpu_fraction", "(0, 1]"),
+    (",gpu_fraction", "b,10,60,1,2", "gpu_fraction", "(0, 1]"),
+    (",censored", "b,10,60,1,yes", "censored", "0 or 1"),
+])
+def test_bad_cells_are_refused_naming_file_line_and_column(tmp_path, extra, row, column, needle):
+    """NaN, infinities, negative requests, shares of a GPU outside (0, 1] and non-boolean flags are
+    refused, naming the cell; an empty optional cell means "not recorded"."""
+    fill = ",".join([""] * extra.count(","))
+    p = _write(tmp_path, "t.csv", f"# header next\n{HEAD4}{extra}\na,0,60,1{',' + fill if extra else ''}\n{row}\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == f"t.csv[line 4].{column}" and needle in e.value.problem
+
+
+def test_flags_and_empty_optional_cells_are_read(tmp_path):
+    p = _write(tmp_path, "t.csv", f"{HEAD4},censored,cpu_cores,gpu_fraction\na,0,60,1,TRUE,,0.5\nb,5,60,1,false,4,1\nc,9,60,2,1,,\n")
+    tr = load_trace(p)
+    assert tr.notes == {"censored": 2, "fractional_gpu_as_whole": 1} and np.isnan(tr.cpu_cores[0]) and tr.cpu_cores[1] == 4
+
+
+@pytest.mark.parametrize(("text", "columns", "field"), [
+    ("t,g,d\n1,1,5\nnan,1,5\n", "submit=t,gpus=g,duration=d", "s.csv[line 3].t"),
+    ("t,g,d\n1,1,5\n2,1,inf\n", "submit=t,gpus=g,duration=d", "s.csv[line 3].d"),
+    ("t,g,d\n1,1,5\n2,1,1e308\n", "submit=t,gpus=g,duration=d", "s.csv[line 3].d"),  # 1e308 hours overflow
+    ("t,g,e\n1,1,5\n2,1,NaN\n", "submit=t,gpus=g,end=e", "s.csv[line 3].e"),
+    ("id,t,g,d\nx,1,1,5\ny,2\n", "id=id,submit=t,gpus=g,duration=d", "s.csv[line 3].g"),  # a short row
+    ("t,g,d,c\n1,1,5,2\n2,1,5,-4\n", "submit=t,gpus=g,duration=d,cpu_cores=c", "s.csv[line 3].c"),
+    ("t,g,d,n\n1,1,5,2\n2,1,5,nan\n", "submit=t,gpus=g,duration=d,instances=n", "s.csv[line 3].n"),
+])
+def test_a_schema_refuses_bad_cells_naming_the_line_and_column(tmp_path, text, columns, field):
+    p = _write(tmp_path, "s.csv", text)
+    with pytest.raises(InputError) as e:
+        load_csv(p, CsvSchema(CsvSchema.parse_columns(columns), time_unit="h"))
+    assert e.value.field == field
+
+
+def test_helios_and_philly_times_must_be_finite(tmp_path):
+    h = _write(tmp_path, "h.csv", "job_id,user,vc,gpu_num,node_num,state,submit_time,duration\nh1,u,v,1,1,C,nan,600\n")
+    with pytest.raises(InputError) as e:
+        load_trace(h)
+    assert e.value.field == "h.csv[line 2].submit_time"
+    ph = _write(tmp_path, "p.csv", "timestamp,duration,num_gpus\n2017-10-03 10:00:00,nan,1\n")
+    with pytest.raises(InputError) as e:
+        load_trace(ph)
+    assert e.value.field == "p.csv[line 2].duration"

@@ -13,8 +13,8 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["DELIMITERS", "Rows", "csv_error", "delimiter_of", "drop_nonpositive", "gpu_count", "header_names", "number", "numbered",
-           "read_rows", "rebase", "short_list", "time_value", "uncommented"]
+__all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_nonpositive", "flag", "fraction", "gpu_count",
+           "header_names", "number", "numbered", "read_rows", "rebase", "short_list", "text_of", "time_value", "uncommented"]
 
 
 #: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
@@ -117,32 +117,79 @@ def uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
     return numbered(lines, comment, [])
 
 
-def number(path: Path, line: int, col: str, text: str | None, *, required: bool = True) -> float:
+def cell(path: Path, line: int, col: str) -> str:
+    """The name of a cell in errors: ``FILE[line N].COLUMN``."""
+    return f"{path.name}[line {line}].{col}"
+
+
+def text_of(row: dict[str, str], col: str) -> str:
+    """A row's cell, stripped (``""`` where the row is too short to have it)."""
+    value = row.get(col)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def number(path: Path, line: int, col: str, text: str | None, *, required: bool = True, at_least: float | None = None,
+           scale: float = 1.0) -> float:
+    """A numeric cell times ``scale``; an empty cell is refused where ``required``, else ``nan``
+    ("not recorded"). NaN, infinities, values below ``at_least`` and values that overflow once
+    scaled are refused, naming the cell: no number a trace records is any of these."""
     text = (text or "").strip()
     if not text:
         if required:
-            raise InputError(f"{path.name}[line {line}].{col}", text, "is required")
+            raise InputError(cell(path, line, col), text, "is required")
         return math.nan
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise InputError(f"{path.name}[line {line}].{col}", text, "must be a number") from None
+        raise InputError(cell(path, line, col), text, "must be a number") from None
+    if not math.isfinite(value):
+        raise InputError(cell(path, line, col), text, "must be a finite number (leave the cell empty where nothing was recorded)")
+    if at_least is not None and value < at_least:
+        raise InputError(cell(path, line, col), value, f"must be >= {at_least:g}")
+    if not math.isfinite(value * scale):
+        raise InputError(cell(path, line, col), text, "is too large")
+    return value * scale
 
 
-def time_value(path: Path, line: int, col: str, text: str | None) -> float:
-    """Seconds: a number, or an ISO date-time (converted to POSIX seconds, naive = UTC)."""
+def fraction(path: Path, line: int, col: str, text: str | None) -> float:
+    """A GPU share in (0, 1] (``nan`` for an empty cell)."""
+    value = number(path, line, col, text, required=False)
+    if not (math.isnan(value) or 0 < value <= 1):
+        raise InputError(cell(path, line, col), value, "must be a share of one GPU in (0, 1]")
+    return value
+
+
+#: the values of a boolean cell (case ignored); an empty cell is false
+FLAGS = {"": False, "0": False, "false": False, "1": True, "true": True}
+
+
+def flag(path: Path, line: int, col: str, text: str | None) -> bool:
+    """A boolean cell: 0 / 1 or false / true (empty: false)."""
+    key = (text or "").strip().lower()
+    if key not in FLAGS:
+        raise InputError(cell(path, line, col), text, "must be 0 or 1 (or false / true)")
+    return FLAGS[key]
+
+
+def time_value(path: Path, line: int, col: str, text: str | None, *, unit: float = 1.0, unit_name: str = "seconds",
+               datetime_format: str | None = None) -> float:
+    """POSIX seconds from a number of ``unit`` seconds each (:func:`number`'s checks), or a
+    date-time: in ``datetime_format`` (``strptime`` codes) when given, else ISO 8601; naive = UTC."""
     text = (text or "").strip()
     try:
-        return float(text)
+        float(text)
     except ValueError:
         pass
+    else:
+        return number(path, line, col, text, scale=unit)
+    if not text:
+        raise InputError(cell(path, line, col), text, "is required")
     try:
-        dt = datetime.fromisoformat(text)
+        dt = datetime.strptime(text, datetime_format) if datetime_format else datetime.fromisoformat(text)
     except ValueError:
-        raise InputError(f"{path.name}[line {line}].{col}", text, "must be seconds or a YYYY-MM-DD HH:MM:SS time") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+        what = f"a date-time in {datetime_format!r}" if datetime_format else "an ISO date-time (YYYY-MM-DD HH:MM:SS)"
+        raise InputError(cell(path, line, col), text, f"must be a number of {unit_name} or {what}") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def rebase(cols: dict[str, list[Any]]) -> None:
@@ -154,7 +201,7 @@ def rebase(cols: dict[str, list[Any]]) -> None:
 def gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
     """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
     if not math.isfinite(value) or value < 0 or value != int(value):
-        raise InputError(f"{path.name}[line {line}].{col}", value, "must be a whole number of GPUs >= 0")
+        raise InputError(cell(path, line, col), value, "must be a whole number of GPUs >= 0")
     if value == 0:
         notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
         return None

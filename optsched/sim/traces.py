@@ -29,7 +29,6 @@ import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
 from types import MappingProxyType
@@ -39,7 +38,10 @@ import numpy as np
 
 from optsched.errors import InputError
 from optsched.sim.csv_rows import (
+    cell,
     drop_nonpositive,
+    flag,
+    fraction,
     gpu_count,
     header_names,
     number,
@@ -47,6 +49,7 @@ from optsched.sim.csv_rows import (
     read_rows,
     rebase,
     short_list,
+    text_of,
     time_value,
 )
 
@@ -214,20 +217,20 @@ def load_normalized(path: str | Path) -> Trace:
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        frac = number(p, ln, "gpu_fraction", r.get("gpu_fraction"), required=False)
-        g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r["num_gpus"]), notes, 1.0 if math.isnan(frac) else frac)
+        frac = fraction(p, ln, "gpu_fraction", r.get("gpu_fraction"))
+        g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r.get("num_gpus")), notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
-        if (r.get("censored") or "0").strip() not in ("", "0"):
+        if flag(p, ln, "censored", r.get("censored")):
             notes["censored"] = notes.get("censored", 0) + 1
-        cols["job_id"].append(r["job_id"])
-        cols["submit_s"].append(number(p, ln, "submit_time_s", r["submit_time_s"]))
-        cols["duration_s"].append(number(p, ln, "duration_s", r["duration_s"]))
+        cols["job_id"].append(text_of(r, "job_id"))
+        cols["submit_s"].append(number(p, ln, "submit_time_s", r.get("submit_time_s")))
+        cols["duration_s"].append(number(p, ln, "duration_s", r.get("duration_s")))
         cols["gpus"].append(g)
         for c in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
-            cols[c].append(number(p, ln, c, r.get(c), required=False))
+            cols[c].append(number(p, ln, c, r.get(c), required=False, at_least=0))
         for c in ("tenant", "gpu_type", "model"):
-            cols[c].append((r.get(c) or "").strip())
+            cols[c].append(text_of(r, c))
     rebase(cols)
     drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
@@ -279,14 +282,14 @@ def load_philly(path: str | Path) -> Trace:
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r["num_gpus"]), notes)
+        g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r.get("num_gpus")), notes)
         if g is None:
             continue
         cols["job_id"].append(f"philly-{i}")
-        cols["submit_s"].append(time_value(p, ln, "timestamp", r["timestamp"]))
-        cols["duration_s"].append(number(p, ln, "duration", r["duration"]))
+        cols["submit_s"].append(time_value(p, ln, "timestamp", r.get("timestamp")))
+        cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
-        cols["tenant"].append((r.get("cluster") or "").strip())
+        cols["tenant"].append(text_of(r, "cluster"))
     rebase(cols)
     drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
@@ -306,21 +309,21 @@ def load_alibaba_pods(path: str | Path) -> Trace:
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        if not (r.get("scheduled_time") or "").strip():
+        if not text_of(r, "scheduled_time"):
             notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
             continue
-        milli = number(p, ln, "gpu_milli", r["gpu_milli"], required=False)
-        g = gpu_count(p, ln, "num_gpu", number(p, ln, "num_gpu", r["num_gpu"]), notes, 1.0 if math.isnan(milli) else milli / 1000)
+        milli = number(p, ln, "gpu_milli", r.get("gpu_milli"), required=False)
+        g = gpu_count(p, ln, "num_gpu", number(p, ln, "num_gpu", r.get("num_gpu")), notes, 1.0 if math.isnan(milli) else milli / 1000)
         if g is None:
             continue
-        cols["job_id"].append(r["name"])
-        cols["submit_s"].append(number(p, ln, "creation_time", r["creation_time"]))
-        cols["duration_s"].append(number(p, ln, "deletion_time", r["deletion_time"]) - number(p, ln, "scheduled_time", r["scheduled_time"]))
+        cols["job_id"].append(text_of(r, "name"))
+        cols["submit_s"].append(number(p, ln, "creation_time", r.get("creation_time")))
+        cols["duration_s"].append(number(p, ln, "deletion_time", r.get("deletion_time")) - number(p, ln, "scheduled_time", r.get("scheduled_time")))
         cols["gpus"].append(g)
-        cols["cpu_cores"].append(number(p, ln, "cpu_milli", r["cpu_milli"]) / 1000.0)
-        cols["mem_gib"].append(number(p, ln, "memory_mib", r["memory_mib"]) / 1024.0)
-        cols["tenant"].append((r.get("qos") or "").strip())
-        cols["gpu_type"].append((r.get("gpu_spec") or "").strip())
+        cols["cpu_cores"].append(number(p, ln, "cpu_milli", r.get("cpu_milli"), at_least=0, scale=1 / 1000))
+        cols["mem_gib"].append(number(p, ln, "memory_mib", r.get("memory_mib"), at_least=0, scale=1 / 1024))
+        cols["tenant"].append(text_of(r, "qos"))
+        cols["gpu_type"].append(text_of(r, "gpu_spec"))
     rebase(cols)
     drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
@@ -338,14 +341,14 @@ def load_helios(path: str | Path) -> Trace:
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        g = gpu_count(p, ln, "gpu_num", number(p, ln, "gpu_num", r["gpu_num"]), notes)
+        g = gpu_count(p, ln, "gpu_num", number(p, ln, "gpu_num", r.get("gpu_num")), notes)
         if g is None:
             continue
-        cols["job_id"].append(r["job_id"])
-        cols["submit_s"].append(time_value(p, ln, "submit_time", r["submit_time"]))
-        cols["duration_s"].append(number(p, ln, "duration", r["duration"]))
+        cols["job_id"].append(text_of(r, "job_id"))
+        cols["submit_s"].append(time_value(p, ln, "submit_time", r.get("submit_time")))
+        cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
-        cols["tenant"].append((r.get("vc") or "").strip())
+        cols["tenant"].append(text_of(r, "vc"))
     rebase(cols)
     drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
@@ -535,29 +538,20 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
     tu, du = TIME_UNITS[schema.time_unit], TIME_UNITS[schema.duration_unit or schema.time_unit]
 
     def when(i: int, field: str) -> float:
-        text = (rows[i].get(c[field]) or "").strip()
-        try:
-            return float(text) * tu
-        except ValueError:
-            pass
-        try:
-            dt = datetime.strptime(text, schema.datetime_format) if schema.datetime_format else datetime.fromisoformat(text)
-        except ValueError:
-            what = f"a date-time in {schema.datetime_format!r}" if schema.datetime_format else "an ISO date-time"
-            raise InputError(f"{p.name}[line {rows.lines[i]}].{c[field]}", text, f"must be a number of {schema.time_unit} or {what}") from None
-        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+        return time_value(p, rows.lines[i], c[field], rows[i].get(c[field]), unit=tu, unit_name=schema.time_unit,
+                          datetime_format=schema.datetime_format)
 
     cols: dict[str, list[Any]] = {k: [] for k in (
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
-        frac = number(p, ln, c["gpu_fraction"], r.get(c["gpu_fraction"]), required=False) if "gpu_fraction" in c else math.nan
-        raw = number(p, ln, c["gpus"], r[c["gpus"]])
-        tasks = number(p, ln, c["instances"], r[c["instances"]]) if "instances" in c else 1.0
-        if not (math.isfinite(tasks) and tasks >= 1 and tasks == int(tasks)):
-            raise InputError(f"{p.name}[line {ln}].{c['instances']}", tasks, "must be a whole number of tasks >= 1")
-        if (schema.gpu_unit != 1.0 or tasks != 1) and math.isfinite(raw) and raw > 0:
+        frac = fraction(p, ln, c["gpu_fraction"], r.get(c["gpu_fraction"])) if "gpu_fraction" in c else math.nan
+        raw = number(p, ln, c["gpus"], r.get(c["gpus"]))
+        tasks = number(p, ln, c["instances"], r.get(c["instances"])) if "instances" in c else 1.0
+        if not (tasks >= 1 and tasks == int(tasks)):
+            raise InputError(cell(p, ln, c["instances"]), tasks, "must be a whole number of tasks >= 1")
+        if (schema.gpu_unit != 1.0 or tasks != 1) and raw > 0:
             raw *= schema.gpu_unit * tasks
             if abs(raw - round(raw)) > 1e-9:
                 frac, raw = raw, float(math.ceil(raw))
@@ -568,17 +562,17 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
             continue
         submit = when(i, "submit")
         if "duration" in c:
-            dur = number(p, ln, c["duration"], r[c["duration"]]) * du
+            dur = number(p, ln, c["duration"], r.get(c["duration"]), scale=du)
         else:
             dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
-        cols["job_id"].append(r[c["id"]].strip() if "id" in c else f"{p.stem}-{i}")
+        cols["job_id"].append(text_of(r, c["id"]) if "id" in c else f"{p.stem}-{i}")
         cols["submit_s"].append(submit)
         cols["duration_s"].append(dur)
         cols["gpus"].append(g)
         for f, scale in (("cpu_cores", schema.cpu_unit * tasks), ("mem_gib", tasks), ("cpus_per_gpu", 1.0), ("mem_per_gpu_gb", 1.0)):
-            cols[f].append(number(p, ln, c[f], r.get(c[f]), required=False) * scale if f in c else math.nan)
+            cols[f].append(number(p, ln, c[f], r.get(c[f]), required=False, at_least=0, scale=scale) if f in c else math.nan)
         for f in ("tenant", "gpu_type", "model"):
-            cols[f].append((r.get(c[f]) or "").strip() if f in c else "")
+            cols[f].append(text_of(r, c[f]) if f in c else "")
     rebase(cols)
     drop_nonpositive(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
