@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -515,3 +516,39 @@ def test_helios_and_philly_times_must_be_finite(tmp_path):
     with pytest.raises(InputError) as e:
         load_trace(ph)
     assert e.value.field == "p.csv[line 2].duration"
+
+
+def test_a_repeated_job_id_is_refused_naming_both_lines(tmp_path):
+    p = _write(tmp_path, "n.csv", f"{HEAD4}\na,0,60,1\n# a comment\nb,5,60,0\nb,9,60,1\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "n.csv[line 5].job_id" and "line 4" in e.value.problem and e.value.value == "b"  # line 4 is CPU-only
+    with pytest.raises(InputError, match=r"n3.csv\[line 3\].job_id: is also the job id of line 2"):
+        load_trace(_write(tmp_path, "n3.csv", f"{HEAD4}\na,0,60,1\na,5,60,1\n"))
+    with pytest.raises(InputError, match=r"n2.csv\[line 3\].job_id: is required"):
+        load_trace(_write(tmp_path, "n2.csv", f"{HEAD4}\na,0,60,1\n,5,60,1\n"))
+
+
+# one PAI 2020 job (j1) with a parameter-server and a worker task row
+PAI_TASKS = """job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type
+j1,ps,1,Terminated,1590000000,1590003600,600,29.3,50,V100
+j1,worker,4,Terminated,1590000000,1590003600,600,29.3,100,V100
+j2,worker,1,Terminated,1590000100,1590000700,400,10,100,T4
+"""
+
+
+def test_the_documented_pai_command_reads_tasks_of_one_job(tmp_path, capsys):
+    """The PAI 2020 command of docs/simulator.md runs on a task table whose job has several task
+    rows (each replayed as a job, ids the row numbers); mapping id=job_name is refused naming both lines."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "simulator.md").read_text()
+    cmd = next(b for b in (c.split("```")[0] for c in doc.split("```bash\n")[1:]) if "pai_task_table.csv" in b).replace("\\\n", " ")
+    args = shlex.split(cmd)[1:]
+    assert args[:2] == ["simulate", "pai_task_table.csv"]
+    p = _write(tmp_path, "pai_task_table.csv", PAI_TASKS)
+    args[1] = str(p)
+    assert main([*args, "--allocator", "fixed-demand", "--no-progress", "-o", str(tmp_path / "o")]) == 0
+    assert "3 jobs" in capsys.readouterr().err
+    i = args.index("--columns")
+    args[i + 1] = "id=job_name," + args[i + 1]
+    assert main([*args, "--no-progress", "-o", str(tmp_path / "o")]) == 2
+    assert "pai_task_table.csv[line 3].job_name: is also the job id of line 2" in capsys.readouterr().err

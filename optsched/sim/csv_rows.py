@@ -14,7 +14,7 @@ from typing import Any
 from optsched.errors import InputError
 
 __all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_nonpositive", "flag", "fraction", "gpu_count",
-           "header_names", "number", "numbered", "read_rows", "rebase", "short_list", "text_of", "time_value", "uncommented"]
+           "header_names", "job_id", "number", "numbered", "read_rows", "rebase", "short_list", "text_of", "time_value", "uncommented"]
 
 
 #: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
@@ -149,6 +149,20 @@ def number(path: Path, line: int, col: str, text: str | None, *, required: bool 
     if not math.isfinite(value * scale):
         raise InputError(cell(path, line, col), text, "is too large")
     return value * scale
+
+
+def job_id(path: Path, line: int, col: str, text: str | None, seen: dict[str, int]) -> str:
+    """A row's job id: required, and unique in the file (``seen`` maps every id read so far to its
+    line; a repeated id is refused naming both lines)."""
+    jid = (text or "").strip()
+    if not jid:
+        raise InputError(cell(path, line, col), jid, "is required: the job's id")
+    if jid in seen:
+        raise InputError(cell(path, line, col), jid, f"is also the job id of line {seen[jid]}: each row is one job, so ids must be "
+                         "unique (with --columns/--schema, map id to a column unique per row, or leave it unmapped: ids are "
+                         "then the row numbers)")
+    seen[jid] = line
+    return jid
 
 
 def fraction(path: Path, line: int, col: str, text: str | None) -> float:

@@ -44,6 +44,7 @@ from optsched.sim.csv_rows import (
     fraction,
     gpu_count,
     header_names,
+    job_id,
     number,
     numbered,
     read_rows,
@@ -215,15 +216,17 @@ def load_normalized(path: str | Path) -> Trace:
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb",
         "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
+    seen: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
+        jid = job_id(p, ln, "job_id", r.get("job_id"), seen)
         frac = fraction(p, ln, "gpu_fraction", r.get("gpu_fraction"))
         g = gpu_count(p, ln, "num_gpus", number(p, ln, "num_gpus", r.get("num_gpus")), notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
         if flag(p, ln, "censored", r.get("censored")):
             notes["censored"] = notes.get("censored", 0) + 1
-        cols["job_id"].append(text_of(r, "job_id"))
+        cols["job_id"].append(jid)
         cols["submit_s"].append(number(p, ln, "submit_time_s", r.get("submit_time_s")))
         cols["duration_s"].append(number(p, ln, "duration_s", r.get("duration_s")))
         cols["gpus"].append(g)
@@ -307,8 +310,10 @@ def load_alibaba_pods(path: str | Path) -> Trace:
     cols: dict[str, list[Any]] = {k: [] for k in (
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
     notes: dict[str, int] = {}
+    seen: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
+        jid = job_id(p, ln, "name", r.get("name"), seen)
         if not text_of(r, "scheduled_time"):
             notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
             continue
@@ -316,7 +321,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         g = gpu_count(p, ln, "num_gpu", number(p, ln, "num_gpu", r.get("num_gpu")), notes, 1.0 if math.isnan(milli) else milli / 1000)
         if g is None:
             continue
-        cols["job_id"].append(text_of(r, "name"))
+        cols["job_id"].append(jid)
         cols["submit_s"].append(number(p, ln, "creation_time", r.get("creation_time")))
         cols["duration_s"].append(number(p, ln, "deletion_time", r.get("deletion_time")) - number(p, ln, "scheduled_time", r.get("scheduled_time")))
         cols["gpus"].append(g)
@@ -339,12 +344,14 @@ def load_helios(path: str | Path) -> Trace:
     rows = read_rows(p, ["job_id", "gpu_num", "submit_time", "duration"])
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
+    seen: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
+        jid = job_id(p, ln, "job_id", r.get("job_id"), seen)
         g = gpu_count(p, ln, "gpu_num", number(p, ln, "gpu_num", r.get("gpu_num")), notes)
         if g is None:
             continue
-        cols["job_id"].append(text_of(r, "job_id"))
+        cols["job_id"].append(jid)
         cols["submit_s"].append(time_value(p, ln, "submit_time", r.get("submit_time")))
         cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
@@ -544,8 +551,10 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
     cols: dict[str, list[Any]] = {k: [] for k in (
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
+    seen: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
+        jid = job_id(p, ln, c["id"], r.get(c["id"]), seen) if "id" in c else f"{p.stem}-{i}"
         frac = fraction(p, ln, c["gpu_fraction"], r.get(c["gpu_fraction"])) if "gpu_fraction" in c else math.nan
         raw = number(p, ln, c["gpus"], r.get(c["gpus"]))
         tasks = number(p, ln, c["instances"], r.get(c["instances"])) if "instances" in c else 1.0
@@ -565,7 +574,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
             dur = number(p, ln, c["duration"], r.get(c["duration"]), scale=du)
         else:
             dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
-        cols["job_id"].append(text_of(r, c["id"]) if "id" in c else f"{p.stem}-{i}")
+        cols["job_id"].append(jid)
         cols["submit_s"].append(submit)
         cols["duration_s"].append(dur)
         cols["gpus"].append(g)
