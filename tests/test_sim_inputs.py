@@ -552,3 +552,17 @@ def test_the_documented_pai_command_reads_tasks_of_one_job(tmp_path, capsys):
     args[i + 1] = "id=job_name," + args[i + 1]
     assert main([*args, "--no-progress", "-o", str(tmp_path / "o")]) == 2
     assert "pai_task_table.csv[line 3].job_name: is also the job id of line 2" in capsys.readouterr().err
+
+
+def test_the_origin_is_the_first_job_kept(tmp_path, capsys):
+    """A zero-length or backwards job first in the trace is dropped and sets no origin: time 0 is
+    the first kept arrival, so --start/--length windows count from it."""
+    p = _write(tmp_path, "n.csv", f"{HEAD4}\nz,0,0,1\nneg,100,-5,1\na,1000,60,1\nb,1500,60,1\n")
+    tr = load_trace(p)
+    assert tr.job_id == ("a", "b") and tr.submit_s.tolist() == [0.0, 500.0]
+    assert tr.notes == {"dropped_zero_duration": 1, "dropped_negative_duration": 1}
+    s = _write(tmp_path, "s.csv", "t,g,d\n0,1,0\n1000,1,60\n")
+    assert load_csv(s, CsvSchema({"submit": "t", "gpus": "g", "duration": "d"})).submit_s.tolist() == [0.0]
+    args = ["simulate", str(p), "--length", "10m", "--allocator", "fixed-demand", "--no-progress", "-o", str(tmp_path / "o")]
+    assert main(args) == 0  # the window [0, 600 s) of the jobs kept holds a and b
+    assert "2 jobs" in capsys.readouterr().err

@@ -13,8 +13,8 @@ from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_nonpositive", "flag", "fraction", "gpu_count",
-           "header_names", "job_id", "number", "numbered", "read_rows", "rebase", "short_list", "text_of", "time_value", "uncommented"]
+__all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_and_rebase", "flag", "fraction", "gpu_count",
+           "header_names", "job_id", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
 
 
 #: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
@@ -206,12 +206,6 @@ def time_value(path: Path, line: int, col: str, text: str | None, *, unit: float
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
-def rebase(cols: dict[str, list[Any]]) -> None:
-    if cols["submit_s"]:
-        t0 = min(cols["submit_s"])
-        cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
-
-
 def gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
     """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
     if not math.isfinite(value) or value < 0 or value != int(value):
@@ -224,9 +218,10 @@ def gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, in
     return int(value)
 
 
-def drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
-    """Zero-length jobs (present in the traces) and jobs that end before they start (a clock
-    error in the trace) cannot be replayed: drop them, counted apart."""
+def drop_and_rebase(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
+    """Drop the jobs that cannot be replayed -- zero-length ones (present in the traces) and those
+    that end before they start (a clock error in the trace), counted apart -- then rebase submit
+    times so that the first job *kept* arrives at 0 (a dropped job sets no origin)."""
     keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
     if len(keep) < len(cols["duration_s"]):
         zero = sum(1 for d in cols["duration_s"] if d == 0)
@@ -236,3 +231,6 @@ def drop_nonpositive(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
                 notes[key] = notes.get(key, 0) + n
         for k in cols:
             cols[k] = [cols[k][i] for i in keep]
+    if cols["submit_s"]:
+        t0 = min(cols["submit_s"])
+        cols["submit_s"] = [t - t0 for t in cols["submit_s"]]

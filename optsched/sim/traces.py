@@ -12,7 +12,8 @@ read four formats into it:
 * any other CSV layout that a :class:`CsvSchema` describes (its columns and time unit,
   :func:`load_csv`).
 
-Every loader skips ``#`` comment lines (the rows are read by :mod:`optsched.sim.csv_rows`) and rebases submit times so that the first arrival is at
+Every loader skips ``#`` comment lines (the rows are read by :mod:`optsched.sim.csv_rows`), drops the jobs it cannot
+replay and rebases submit times so that the first arrival kept is at
 0; :func:`write_trace_csv` writes a trace in the normalized schema.
 
 Replay conventions (``../shared/traces/README.md``): ``duration_s`` is the job's run time at its
@@ -39,7 +40,7 @@ import numpy as np
 from optsched.errors import InputError
 from optsched.sim.csv_rows import (
     cell,
-    drop_nonpositive,
+    drop_and_rebase,
     flag,
     fraction,
     gpu_count,
@@ -48,7 +49,6 @@ from optsched.sim.csv_rows import (
     number,
     numbered,
     read_rows,
-    rebase,
     short_list,
     text_of,
     time_value,
@@ -234,8 +234,7 @@ def load_normalized(path: str | Path) -> Trace:
             cols[c].append(number(p, ln, c, r.get(c), required=False, at_least=0))
         for c in ("tenant", "gpu_type", "model"):
             cols[c].append(text_of(r, c))
-    rebase(cols)
-    drop_nonpositive(cols, notes)
+    drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -293,8 +292,7 @@ def load_philly(path: str | Path) -> Trace:
         cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
         cols["tenant"].append(text_of(r, "cluster"))
-    rebase(cols)
-    drop_nonpositive(cols, notes)
+    drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -329,8 +327,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         cols["mem_gib"].append(number(p, ln, "memory_mib", r.get("memory_mib"), at_least=0, scale=1 / 1024))
         cols["tenant"].append(text_of(r, "qos"))
         cols["gpu_type"].append(text_of(r, "gpu_spec"))
-    rebase(cols)
-    drop_nonpositive(cols, notes)
+    drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -356,8 +353,7 @@ def load_helios(path: str | Path) -> Trace:
         cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
         cols["tenant"].append(text_of(r, "vc"))
-    rebase(cols)
-    drop_nonpositive(cols, notes)
+    drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -582,6 +578,5 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
             cols[f].append(number(p, ln, c[f], r.get(c[f]), required=False, at_least=0, scale=scale) if f in c else math.nan)
         for f in ("tenant", "gpu_type", "model"):
             cols[f].append(text_of(r, c[f]) if f in c else "")
-    rebase(cols)
-    drop_nonpositive(cols, notes)
+    drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
