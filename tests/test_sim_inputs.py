@@ -566,3 +566,12 @@ def test_the_origin_is_the_first_job_kept(tmp_path, capsys):
     args = ["simulate", str(p), "--length", "10m", "--allocator", "fixed-demand", "--no-progress", "-o", str(tmp_path / "o")]
     assert main(args) == 0  # the window [0, 600 s) of the jobs kept holds a and b
     assert "2 jobs" in capsys.readouterr().err
+
+
+def test_gpu_counts_rounded_up_are_counted(tmp_path):
+    """With gpu_unit 0.01, 150 and 250 are 1.5 and 2.5 GPUs: replayed on 2 and 3, counted as
+    rounded_gpus (a share of one GPU as fractional_gpu_as_whole); whole counts are not."""
+    p = _write(tmp_path, "g.csv", "t,g,d,n\n0,150,60,1\n1,250,60,1\n2,50,60,1\n3,300,60,1\n4,50,60,3\n")
+    tr = load_csv(p, CsvSchema({"submit": "t", "gpus": "g", "duration": "d", "instances": "n"}, gpu_unit=0.01))
+    assert tr.gpus.tolist() == [2, 3, 1, 3, 2]
+    assert tr.notes == {"rounded_gpus": 3, "fractional_gpu_as_whole": 1}

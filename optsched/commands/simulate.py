@@ -115,7 +115,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="unit of the submit/start/end (and duration) numbers of a --columns/--schema CSV (default s)")
     p.add_argument("--gpu-unit", type=float, default=None,
                    help="GPUs one unit of a --columns/--schema CSV's gpus column stands for (default 1; 0.01 for a column in "
-                        "percent of a GPU, as Alibaba PAI 2020's plan_gpu); counts that are not whole are rounded up")
+                        "percent of a GPU, as Alibaba PAI 2020's plan_gpu); counts that are not whole are rounded up, "
+                        "counted in the notes (fractional_gpu_as_whole below one GPU, rounded_gpus above)")
     p.add_argument("--cpu-unit", type=float, default=None,
                    help="cores one unit of a --columns/--schema CSV's cpu_cores column stands for (default 1; 0.01 for PAI 2020's plan_cpu)")
     p.add_argument("--schema", default=None,

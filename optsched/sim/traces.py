@@ -431,7 +431,8 @@ class CsvSchema:
     codes) when given, else ISO 8601; naive ones are UTC. Lines starting with ``comment`` are
     skipped (every loader skips ``#`` lines). ``gpu_unit`` is the GPUs one unit of the ``gpus``
     column stands for (Alibaba PAI 2020's ``plan_gpu`` is in percent of a GPU: 0.01); a count that
-    is not whole is rounded up and counted in ``notes["fractional_gpu_as_whole"]``. ``cpu_unit``
+    is not whole is rounded up to whole GPUs, counted in ``notes["fractional_gpu_as_whole"]`` below
+    one GPU and in ``notes["rounded_gpus"]`` above (1.5 GPUs -> 2). ``cpu_unit``
     is the cores one unit of ``cpu_cores`` stands for (PAI 2020's ``plan_cpu``: 0.01).
     """
 
@@ -558,10 +559,13 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
             raise InputError(cell(p, ln, c["instances"]), tasks, "must be a whole number of tasks >= 1")
         if (schema.gpu_unit != 1.0 or tasks != 1) and raw > 0:
             raw *= schema.gpu_unit * tasks
-            if abs(raw - round(raw)) > 1e-9:
-                frac, raw = raw, float(math.ceil(raw))
-            else:
+            if abs(raw - round(raw)) <= 1e-9:
                 raw = float(round(raw))
+            elif raw < 1:  # a share of one GPU: replayed on a whole one, counted by gpu_count
+                frac, raw = raw, 1.0
+            else:  # 1.5 GPUs: rounded up to 2
+                notes["rounded_gpus"] = notes.get("rounded_gpus", 0) + 1
+                raw = float(math.ceil(raw))
         g = gpu_count(p, ln, c["gpus"], raw, notes, 1.0 if math.isnan(frac) else frac)
         if g is None:
             continue
