@@ -19,8 +19,8 @@ from optsched.sim import cluster
 from optsched.sim import experiment as ex
 from optsched.sim.metrics import read_run, run_id
 from optsched.sim.solving import SolveRoundAllocator
-from optsched.sim.traces import CsvSchema, load_csv, load_trace
-from optsched.sim.workload import build_workload, window
+from optsched.sim.traces import CsvSchema, Trace, load_csv, load_trace
+from optsched.sim.workload import build_workload, unit_warning, window
 
 NORMALIZED = """job_id,submit_time_s,duration_s,num_gpus,tenant,model
 a,1000,600,1,vc,res18
@@ -575,3 +575,36 @@ def test_gpu_counts_rounded_up_are_counted(tmp_path):
     tr = load_csv(p, CsvSchema({"submit": "t", "gpus": "g", "duration": "d", "instances": "n"}, gpu_unit=0.01))
     assert tr.gpus.tolist() == [2, 3, 1, 3, 2]
     assert tr.notes == {"rounded_gpus": 3, "fractional_gpu_as_whole": 1}
+
+
+def test_the_time_unit_is_checked_on_the_whole_trace(tmp_path, capsys):
+    """A trace in ms read as seconds: 30-minute jobs look like 21 days, arriving a minute apart
+    looks like 17 hours. The whole trace is checked before the window (one day read as seconds
+    holds two jobs), and the warning names the option that reads it right."""
+    rows = "".join(f"j{i},{1_590_000_000_000 + i * 60_000},1,{1_800_000 + i}\n" for i in range(20))
+    p = _write(tmp_path, "ms.csv", "job,t,g,d\n" + rows)
+    args = ["simulate", str(p), "--columns", "id=job,submit=t,gpus=g,duration=d", "--length", "1d", "--allocator", "fixed-demand",
+            "--no-progress", "--horizon", "1h", "-o", str(tmp_path / "o")]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "the median job runs 20.8 days" in err and "Pass --time-unit ms" in err
+    assert main([*args, "--time-unit", "ms"]) == 0
+    assert "another unit" not in capsys.readouterr().err
+    # microseconds read as milliseconds: the same 1,000 times too long, and us is the unit to pass
+    us = _write(tmp_path, "us.csv", "job,t,g,d\n" + rows.replace(",1,", "000,1,").replace("\n", "000\n"))
+    setup = ex.prepare(us, schema=CsvSchema({"id": "job", "submit": "t", "gpus": "g", "duration": "d"}, time_unit="ms"), cluster="2x8")
+    assert len(setup.warnings) == 1 and "read in milliseconds" in setup.warnings[0] and "Pass --time-unit us" in setup.warnings[0]
+
+
+def test_the_unit_warning_reads_gaps_and_spans():
+    def trace(submit, duration):
+        return Trace.from_columns("t", {"job_id": [f"j{i}" for i in range(len(submit))], "submit_s": submit,
+                                        "duration_s": duration, "gpus": [1] * len(submit)})
+
+    sparse = unit_warning(trace([i * 2 * 86_400.0 for i in range(12)], [600.0] * 12), schema=False)
+    assert sparse is not None and "2.0 days apart" in sparse and "--time-unit ms (with --columns/--schema)" in sparse
+    assert "duration_unit" not in sparse
+    assert unit_warning(trace([0.0, 6 * 365 * 86_400.0], [60.0, 60.0])) is not None
+    assert unit_warning(trace([i * 100.0 for i in range(12)], [4 * 86_400.0] * 12), "s") is not None
+    assert unit_warning(trace([i * 100.0 for i in range(12)], [2 * 86_400.0] * 12)) is None
+    assert ex.prepare("sample").warnings == ()

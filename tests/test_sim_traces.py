@@ -12,7 +12,7 @@ from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig
 from optsched.sim.engine import simulate
 from optsched.sim.traces import load_trace
-from optsched.sim.workload import build_workload, window
+from optsched.sim.workload import build_workload, unit_warning, window
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 pytestmark = [pytest.mark.traces, pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent")]
@@ -67,3 +67,9 @@ def test_a_short_alibaba_window_runs_with_the_catalogue():
     res = simulate(wl, nodes, policies.LAS(), fungible_first_fit, SimConfig(check=True, progress=False, horizon_s=6 * 86400))
     s = res.summary()
     assert s["finished"] + s["unfinished"] == len(wl) > 0
+
+
+def test_the_real_traces_raise_no_unit_warning():
+    """The time-unit check's limits hold for the real traces, read in seconds."""
+    for name in ("philly_pollux.csv", "alibaba_v2023_default.csv"):
+        assert unit_warning(load_trace(SHARED / "normalized" / name), schema=False) is None, name

@@ -27,7 +27,7 @@ from optsched.sim.policies import POLICIES, get_policy
 from optsched.sim.result import summarise
 from optsched.sim.shadow import write_rounds_csv
 from optsched.sim.traces import CsvSchema
-from optsched.sim.workload import Workload, parse_duration
+from optsched.sim.workload import parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -167,20 +167,6 @@ def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str]) -
                              f"or an allocator that can: {', '.join(able)}")
 
 
-def _warn_on_units(workload: Workload) -> None:
-    """Warn where the workload's times look like another unit than the one they were read in:
-    a median job of more than 30 days, or arrivals spread over more than 5 years (times in ms or
-    µs read as seconds)."""
-    if not len(workload):
-        return
-    durations = sorted(j.duration_s for j in workload.jobs)
-    median = durations[len(durations) // 2]
-    span = workload.jobs[-1].submit_s - workload.jobs[0].submit_s
-    if median > 30 * 86_400 or span > 5 * 365 * 86_400:
-        print(f"warning: the median job runs {median / 86_400:,.0f} days and arrivals span {span / 86_400:,.0f} days: are the trace's "
-              "times in another unit? (--time-unit ms/us for a --columns/--schema CSV)", file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
     check_writable(args.out, directory=True)
     if args.plot:  # before the run, not after it
@@ -240,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except InputError as e:  # the settings prepare() names, as the options that set them
         raise _as_option(e, _OPTION_OF) from None
-    _warn_on_units(setup.workload)
+    for warning in setup.warnings:
+        print(warning, file=sys.stderr)
     out = Path(args.out)
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
     if args.shadow is not None:

@@ -80,6 +80,9 @@ class Setup:
     nodes: tuple[Node, ...]
     workload: wl.Workload
     settings: dict[str, Any] = field(default_factory=dict)
+    #: what looks wrong in the trace but does not stop the run (times that look read in another
+    #: unit, :func:`~optsched.sim.workload.unit_warning`); ``optsched simulate`` prints them
+    warnings: tuple[str, ...] = ()
 
 
 def open_trace(trace: str | Path, fmt: str = "auto", *, seed: int = 0, schema: CsvSchema | None = None, gpus: int | None = None) -> Trace:
@@ -135,7 +138,7 @@ def prepare(
     catalogue: wl.Catalogue | None = None,
     schema: CsvSchema | None = None,
 ) -> Setup:
-    """Load, window (``start``/``length`` as durations), keep durations in
+    """Load (checking the whole trace's time unit, :attr:`Setup.warnings`), window (``start``/``length`` as durations), keep durations in
     ``[min_duration, max_duration]``, scale the arrival rate by ``load`` -- or, with
     ``target_load``, by whatever brings the offered load (GPU-seconds asked over GPU-seconds
     available across the arrival span, :func:`~optsched.sim.workload.offered_load`) to it --
@@ -145,6 +148,8 @@ def prepare(
     trace = open_trace(trace_path, fmt, seed=seed, schema=schema, gpus=sum(nd.gpus for nd in nodes))
     if len(trace) == 0:
         raise InputError("trace", str(trace_path), f"holds no job to replay (what was dropped while reading: {dict(trace.notes) or 'nothing'})")
+    warning = None if str(trace_path).startswith(SYNTHETIC_PREFIX) else wl.unit_warning(
+        trace, *((schema.time_unit, schema.duration_unit) if schema else ("s", None)), schema=schema is not None)
     trace = wl.window(trace, parse_duration(start, "start") or 0.0, parse_duration(length, "length"), max_jobs)
     if len(trace) == 0:
         raise InputError("start/length", f"{start}/{length}", "the window holds no jobs")
@@ -178,7 +183,7 @@ def prepare(
         "spread_factor": spread_factor, "jobs": len(work), "schema": None if schema is None else schema.to_dict(),
         "trace_sha256": _trace_digest(trace_path), "nodes_sha256": _nodes_digest(nodes),
     }
-    return Setup(trace=str(trace_path), nodes=nodes, workload=work, settings=settings)
+    return Setup(trace=str(trace_path), nodes=nodes, workload=work, settings=settings, warnings=(warning,) if warning else ())
 
 
 def _nodes_digest(nodes: tuple[Node, ...]) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from optsched import catalogue as library_catalogue
 from optsched.errors import InputError
 from optsched.model import Elastic, Node, Profile
-from optsched.sim.traces import Trace
+from optsched.sim.traces import TIME_UNITS, Trace
 
 __all__ = [
     "Catalogue",
@@ -34,6 +34,7 @@ __all__ = [
     "parse_duration",
     "scale_load",
     "snap",
+    "unit_warning",
     "window",
 ]
 
@@ -125,6 +126,54 @@ def cap_sizes(trace: Trace, max_gpus: int, mode: str = "clip") -> Trace:
         notes["capped"] = notes.get("capped", 0) + int(big.sum())
         return out.with_columns(notes=notes)
     raise InputError("cap_mode", mode, "must be 'clip' or 'drop'")
+
+
+# --- a trace read in the wrong time unit ------------------------------------------------------------
+
+#: what no real trace shows, read in the right unit (a trace in ms read as seconds shows all of
+#: them, its times 1,000 times too long): a median job of more than 3 days, a median gap between
+#: arrivals of more than a day (traces of 10 jobs or more), arrivals spread over more than 5 years
+UNIT_LIMITS_S = {"median_duration": 3 * 86_400.0, "median_gap": 86_400.0, "span": 5 * 365 * 86_400.0}
+
+
+def unit_warning(trace: Trace, time_unit: str = "s", duration_unit: str | None = None, *, schema: bool = True) -> str | None:
+    """A warning where the whole trace's times look read in too large a unit (:data:`UNIT_LIMITS_S`),
+    saying which unit would make them plausible and how to pass it (``schema``: the trace was read
+    with ``--columns`` / ``--schema``, whose ``time_unit`` and ``duration_unit`` are given); else ``None``."""
+    n = len(trace)
+    if not n:
+        return None
+    median = float(np.median(trace.duration_s))
+    span = float(trace.submit_s[-1] - trace.submit_s[0])
+    gap = float(np.median(np.diff(trace.submit_s))) if n >= 10 else 0.0
+    lim = UNIT_LIMITS_S
+    facts = [text for bad, text in (
+        (median > lim["median_duration"], f"the median job runs {median / 86_400:,.1f} days"),
+        (gap > lim["median_gap"], f"jobs arrive {gap / 86_400:,.1f} days apart (median)"),
+        (span > lim["span"], f"arrivals span {span / (365 * 86_400):,.0f} years"),
+    ) if bad]
+    if not facts:
+        return None
+    du = duration_unit or time_unit
+    arrivals = max(gap / lim["median_gap"], span / lim["span"])
+    durations = median / lim["median_duration"]
+    unit = _smaller_unit(time_unit if arrivals > 1 else du, max(arrivals, durations))
+    how = f"--time-unit {unit}" + (" (with --columns/--schema)" if not schema else "")
+    if arrivals <= 1:
+        how += f", or duration_unit {unit} in a --schema file if only the durations are in it"
+    return (f"warning: read in {TIME_UNITS_NAMES.get(time_unit, time_unit)}, {' and '.join(facts)}: are the trace's times in "
+            f"another unit? Pass {how}")
+
+
+#: how :func:`unit_warning` names a time unit
+TIME_UNITS_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "min": "minutes", "h": "hours"}
+
+
+def _smaller_unit(unit: str, ratio: float) -> str:
+    """The largest time unit at least ``ratio`` times smaller than ``unit`` (the smallest there is
+    where none is)."""
+    fits = [u for u, sec in TIME_UNITS.items() if sec * ratio <= TIME_UNITS[unit]]
+    return max(fits, key=lambda u: TIME_UNITS[u]) if fits else min(TIME_UNITS, key=lambda u: TIME_UNITS[u])
 
 
 # --- jobs with profiles ---------------------------------------------------------------------------
