@@ -15,7 +15,7 @@ same arguments always give the same instance: all randomness comes from one
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +25,15 @@ import numpy as np
 from optsched import catalogue
 from optsched.elastic import elastic_spec
 from optsched.errors import InputError
+from optsched.limits import (
+    MAX_FACTOR,
+    MAX_GEN_COUNT,
+    MAX_NODES,
+    MAX_ROUND_JOBS,
+    MAX_SECONDS,
+    check_at_most,
+    check_count,
+)
 from optsched.model import Instance, Job, Node, Round
 
 __all__ = [
@@ -33,6 +42,7 @@ __all__ = [
     "SizeClass",
     "generate",
     "generate_suite",
+    "iter_suite",
     "place_at_demand",
 ]
 
@@ -96,6 +106,7 @@ def _size_mix(job_sizes: Mapping[int, float], max_gpus: int) -> tuple[np.ndarray
     for g, w in sorted(job_sizes.items()):
         if not _is_int(g) or g < 1:
             raise InputError("job_sizes", g, "gang sizes must be integers >= 1")
+        check_count(f"job_sizes.{g}", g)
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise InputError(f"job_sizes.{g}", w, "must be a finite share >= 0")
         if g <= max_gpus and w > 0:  # sizes that no GPU type can hold are dropped, the rest renormalised
@@ -138,8 +149,10 @@ def _draw_sizes(rng: np.random.Generator, jobs: int | None, tightness: float | N
     target = max(1, round(tightness * capacity))
     if jobs is None:
         out: list[int] = []
-        while sum(out) < target:
+        total = 0
+        while total < target:
             out.append(int(rng.choice(sizes, p=p)))
+            total += out[-1]
         if len(out) > 1 and abs(sum(out) - out[-1] - target) < abs(sum(out) - target):
             out.pop()
         return out
@@ -298,8 +311,11 @@ def generate(
     Round(spread_from=spread_from)  # the contract's check, field name and all
     if not _is_int(nodes) or nodes < 1:
         raise InputError("nodes", nodes, "must be an integer >= 1")
+    check_at_most("nodes", nodes, MAX_NODES, "nodes per round")
     if jobs is not None and (not _is_int(jobs) or jobs < 0):
         raise InputError("jobs", jobs, "must be an integer >= 0")
+    if jobs is not None:
+        check_at_most("jobs", jobs, MAX_ROUND_JOBS, "jobs per round")
     if jobs is None and tightness is None:
         raise InputError("jobs", jobs, "give a job count, a tightness, or both")
     if not _is_int(seed) or seed < 0:
@@ -308,6 +324,8 @@ def generate(
                               ("mem_per_node_gb", mem_per_node_gb, 0), ("rack_size", rack_size, 1)):
         if not _is_int(v) or v < lo:
             raise InputError(field_name, v, f"must be an integer >= {lo}")
+        if field_name != "rack_size":  # a solver refuses a round with more (optsched.limits)
+            check_count(field_name, v)
     if tightness is not None and (isinstance(tightness, bool) or not isinstance(tightness, (int, float))
                                   or not math.isfinite(tightness) or tightness <= 0):
         raise InputError("tightness", tightness, "must be a positive number (demanded / available GPUs)")
@@ -317,11 +335,11 @@ def generate(
             raise InputError(field_name, v, "must be a share in [0, 1]")
     if not isinstance(fair, bool):
         raise InputError("fair", fair, "must be true or false")
-    if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not 0 < duration_s < math.inf:
-        raise InputError("duration_s", duration_s, "must be a positive number of seconds")
+    if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not 0 < duration_s <= MAX_SECONDS:
+        raise InputError("duration_s", duration_s, f"must be a positive number of seconds, at most {MAX_SECONDS:g}")
     restart = _range("restart_s", restart_s, 0.0, duration_s)
     spread = _range("spread_factor", spread_factor, 0.0, 1.0, lo_open=True)
-    wts = _range("weights", weights, 0.0, math.inf, lo_open=True)
+    wts = _range("weights", weights, 0.0, MAX_FACTOR, lo_open=True)
     if grid not in catalogue.GRIDS:
         raise InputError("grid", grid, f"unknown profile grid; known: {list(catalogue.GRIDS)}")
     c_d, m_d = catalogue.FAIR_SHARE
@@ -341,6 +359,11 @@ def generate(
 
     # jobs: sizes, models, attributes -- always drawn in this order (determinism)
     sizes_arr, p = _size_mix(job_sizes, max(per_type.values()))
+    if jobs is None and tightness is not None:  # jobs are drawn until the demand is met: about this many
+        wanted = tightness * capacity / float(p @ sizes_arr)
+        if wanted > MAX_ROUND_JOBS:
+            raise InputError("tightness", tightness, f"asks for {tightness:g} x the cluster's {capacity:,} GPUs, about "
+                                                     f"{wanted:,.0f} jobs; a round has at most {MAX_ROUND_JOBS:,} jobs")
     sizes = _draw_sizes(rng, jobs, tightness, capacity, sizes_arr, p)
     n = len(sizes)
     models = catalogue.sample_models(rng, n, mix)
@@ -422,14 +445,17 @@ def generate_suite(size_class: str, count: int = 1, *, seed: int = 0, **options:
     """``count`` instances per shape of ``size_class``, named ``<prefix>-<nodes>n-<jobs>j-<k>``
     (e.g. ``s-4n-12j-01``), instance ``k`` of a shape drawn with seed ``seed + k``. ``options``
     override the class's generator options."""
+    return list(iter_suite(size_class, count, seed=seed, **options))
+
+
+def iter_suite(size_class: str, count: int = 1, *, seed: int = 0, **options: Any) -> Iterator[Instance]:
+    """:func:`generate_suite`'s instances one at a time (the arguments are checked at the call)."""
     if size_class not in SIZE_CLASSES:
         raise InputError("size_class", size_class, f"unknown size class; known: {list(SIZE_CLASSES)}")
     if not _is_int(count) or count < 1:
         raise InputError("count", count, "must be an integer >= 1")
+    check_at_most("count", count, MAX_GEN_COUNT, "instances per shape")
     sc = SIZE_CLASSES[size_class]
     opts = {**sc.options, **options}
-    out = []
-    for nodes, jobs in sc.shapes:
-        for k in range(1, count + 1):
-            out.append(generate(nodes, jobs, seed=seed + k, name=f"{sc.prefix}-{nodes}n-{jobs}j-{k:02d}", **opts))
-    return out
+    return (generate(nodes, jobs, seed=seed + k, name=f"{sc.prefix}-{nodes}n-{jobs}j-{k:02d}", **opts)
+            for nodes, jobs in sc.shapes for k in range(1, count + 1))

@@ -12,7 +12,10 @@ which a MIP backend no longer honours its time limit. Every refusal is an
 - :func:`check_value_span` runs in ``solve_round`` before any method and in the MIP solvers, so
   ``cpsat``, ``lns``, ``scip``, ``cbc``, ``pulp`` and the heuristics refuse the same rounds with
   the same message (CP-SAT's integer scaling, :mod:`optsched.exact.scaling`, relies on it);
-- :func:`check_size` refuses a round larger than :data:`MAX_CELLS` allows for a method.
+- :func:`check_size` refuses a round larger than :data:`MAX_CELLS` allows for a method;
+- :func:`check_at_most` refuses a size asked for on the command line or in Python (the nodes and
+  jobs of a generated round, :data:`MAX_NODES` and :data:`MAX_ROUND_JOBS`; a simulated cluster's
+  nodes; a synthetic trace's jobs, :data:`MAX_TRACE_JOBS`) before anything of that size is built.
 
 The same figures are stated in ``docs/contract.md`` ("Numeric range") and ``docs/cli.md``.
 """
@@ -33,19 +36,26 @@ __all__ = [
     "MAX_COUNT",
     "MAX_DEPTH",
     "MAX_FACTOR",
+    "MAX_GEN_COUNT",
+    "MAX_NODES",
+    "MAX_ROUND_JOBS",
     "MAX_SECONDS",
     "MAX_SEED",
     "MAX_THREADS",
     "MAX_THROUGHPUT",
+    "MAX_TRACE_JOBS",
     "MAX_VALUE_SPAN",
     "MIN_FACTOR",
     "MIN_THROUGHPUT",
+    "check_at_most",
+    "check_count",
     "check_ranges",
     "check_seed",
     "check_size",
     "check_value_span",
     "job_value_range",
     "present_types",
+    "whole_number",
 ]
 
 #: deepest JSON nesting read (a contract document nests 7 deep, an HTTP request 8)
@@ -74,11 +84,43 @@ MAX_SEED = 2**31 - 1
 #: none at all within 60-200 s. Methods not listed take rounds of any size (they stop at their
 #: time limit).
 MAX_CELLS: dict[str, int] = {"scip": 65_536, "cbc": 65_536, "pulp": 65_536}
+#: the most nodes of a generated round (``optsched gen``) or a simulated cluster (``--cluster``):
+#: eight times the 12,500-node rounds the solvers are built for
+MAX_NODES = 100_000
+#: the most jobs of a generated round: ten times the 50,000-job rounds the solvers are built for
+#: (a round of 500,000 jobs is about 650 MB of JSON; the readers take at most 1 GiB)
+MAX_ROUND_JOBS = 500_000
+#: the most jobs of a synthetic trace (``optsched workload``, ``simulate synthetic:...``): ten
+#: times the largest public GPU traces' million (a million jobs take about 0.4 GB to draw)
+MAX_TRACE_JOBS = 10_000_000
+#: the most instances one ``optsched gen`` writes (``--count``, per shape of a size class)
+MAX_GEN_COUNT = 10_000
 
 
-def _count(field: str, v: int) -> None:
+def check_count(field: str, v: int) -> None:
+    """Refuse an integer field above :data:`MAX_COUNT` (GPUs, cores, GB, ... of one node or job)."""
     if v > MAX_COUNT:
         raise InputError(field, v, f"must be <= {MAX_COUNT:,} (the largest count optsched computes with)")
+
+
+def check_at_most(field: str, value: float, limit: int, what: str) -> None:
+    """Refuse ``value`` above ``limit`` (a size asked for: ``what`` names its unit, e.g. "nodes")."""
+    if value > limit:
+        raise InputError(field, value, f"must be at most {limit:,} {what}")
+
+
+def whole_number(text: str) -> int:
+    """An integer written plainly (``100000``, ``100_000``) or in scientific notation (``1e5``), as
+    the command line's sizes (``--jobs``, ``--nodes``) take them; ``ValueError`` for anything else
+    (``1.5``, ``1e400``). The size is not checked here: the verb refuses it, naming its limit."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    x = float(text)  # ValueError for text that is no number
+    if not math.isfinite(x) or x != int(x):
+        raise ValueError(f"not a whole number: {text!r}")
+    return int(x)
 
 
 def _between(field: str, v: float, lo: float, hi: float, what: str) -> None:
@@ -109,13 +151,13 @@ def check_ranges(instance: Instance) -> None:
     rnd = instance.round
     _seconds("round.duration_s", rnd.duration_s)
     if rnd.max_moves is not None:
-        _count("round.max_moves", rnd.max_moves)
+        check_count("round.max_moves", rnd.max_moves)
     for name, q in (rnd.tenants or {}).items():
-        _count(f"round.tenants.{name}.quota_gpus", q)
+        check_count(f"round.tenants.{name}.quota_gpus", q)
     for i, n in enumerate(instance.nodes):
         if n.gpus > MAX_COUNT or n.cpus > MAX_COUNT or n.mem_gb > MAX_COUNT:
             for key in ("gpus", "cpus", "mem_gb"):
-                _count(f"nodes[{i}].{key}", getattr(n, key))
+                check_count(f"nodes[{i}].{key}", getattr(n, key))
     in_range: set[int] = set()  # ids of the profiles found in range (jobs of one model share theirs)
     for i, j in enumerate(instance.jobs):
         if not _job_in_range(j, in_range):
@@ -144,25 +186,25 @@ def _job_in_range(j: Job, in_range: set[int]) -> bool:
 
 
 def _check_job(at: str, j: Job) -> None:
-    _count(f"{at}.gpus", j.gpus)
+    check_count(f"{at}.gpus", j.gpus)
     _between(f"{at}.weight", j.weight, MIN_FACTOR, MAX_FACTOR, "the weight range")
     for t, s in (j.gpu_speed or {}).items():
         _between(f"{at}.gpu_speed.{t}", s, MIN_FACTOR, MAX_FACTOR, "the speed-factor range")
     prof = j.profile
     for key in ("cpus_per_gpu", "mem_per_gpu_gb"):
         for k, v in enumerate(getattr(prof, key)):
-            _count(f"{at}.profile.{key}[{k}]", v)
+            check_count(f"{at}.profile.{key}[{k}]", v)
     for a, row in enumerate(prof.throughput):
         for b, v in enumerate(row):
             _between(f"{at}.profile.throughput[{a}][{b}]", v, MIN_THROUGHPUT, MAX_THROUGHPUT, "the throughput range")
     for n, k in (j.placement or {}).items():
-        _count(f"{at}.placement.{n}", k)
+        check_count(f"{at}.placement.{n}", k)
     _seconds(f"{at}.restart_s", j.restart_s)
     _seconds(f"{at}.deadline_s", j.deadline_s)
     _seconds(f"{at}.remaining_s", j.remaining_s)
     if j.elastic is not None:
         for k, g in enumerate(j.elastic.gpus):
-            _count(f"{at}.elastic.gpus[{k}]", g)
+            check_count(f"{at}.elastic.gpus[{k}]", g)
         for k, f in enumerate(j.elastic.scaling):
             _between(f"{at}.elastic.scaling[{k}]", f, MIN_FACTOR, MAX_FACTOR, "the speed-factor range")
 

@@ -81,6 +81,24 @@ CASES = [
     ("gen --nodes 2 --jobs 3 --count 2 -o ok.json/d", ["-o", "cannot be written"]),
     ("workload gang-heavy --jobs 10 -o ok.json/t.csv", ["-o", "cannot be written"]),
     ("simulate sample --allocator fungible-greedy -o ok.json --no-progress", ["-o", "is a file"]),
+    # sizes beyond optsched.limits, refused before anything of that size is built
+    ("simulate sample --cluster 99999999x8 --no-progress", ["--cluster", "99999999", "100,000 nodes"]),
+    ("simulate sample --cluster mix:a100-v100:99999999 --no-progress", ["--cluster", "100,000 nodes"]),
+    ("simulate sample --cluster 4x2000000 --no-progress", ["--cluster", "2000000", "1,000,000"]),
+    ("simulate sample --cluster 4x8 --mem-gb 2000000 --no-progress", ["--mem-gb", "2000000", "1,000,000"]),
+    ("gen --nodes 99999999 --jobs 3", ["nodes", "99999999", "100,000 nodes"]),
+    ("gen --nodes 2 --jobs 99999999", ["jobs", "99999999", "500,000 jobs"]),
+    ("gen --nodes 2 --tightness 1e9", ["tightness", "1e+09", "500,000 jobs"]),
+    ("gen --nodes 2 --jobs 3 --count 1e9", ["--count", "1000000000", "10,000"]),
+    ("gen --class small --count 1e9", ["--count", "10,000"]),
+    ("gen --nodes 2 --jobs 3 --gpus-per-node 2000000", ["gpus_per_node", "2000000", "1,000,000"]),
+    ("gen --nodes 2 --jobs 3 --cpus-per-node 2000000", ["cpus_per_node", "2000000", "1,000,000"]),
+    ("gen --nodes 2 --jobs 3 --mem-per-node 2000000", ["mem_per_node_gb", "2000000", "1,000,000"]),
+    ("workload parametric --jobs 1e11", ["jobs", "100000000000", "10,000,000 jobs"]),
+    ("workload parametric --jobs 100000000000", ["jobs", "100000000000", "10,000,000 jobs"]),
+    ("workload parametric --span 100000d --rate 1e9", ["span_s", "10,000,000"]),
+    ("workload gang-heavy --span 100000d --load 1e6 --gpus 1000000", ["span_s", "10,000,000"]),
+    ("simulate synthetic:parametric:jobs=1e11 --no-progress", ["jobs", "10,000,000"]),
 ]
 
 

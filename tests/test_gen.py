@@ -14,6 +14,7 @@ from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.gen import PHILLY_JOB_SIZES, SIZE_CLASSES, generate, generate_suite
 from optsched.io import load_instance
+from optsched.limits import MAX_COUNT, MAX_GEN_COUNT
 from optsched.model import Instance
 from optsched.schedule import Assignment, Schedule
 
@@ -148,6 +149,17 @@ def test_attribute_ranges_and_options():
         (dict(nodes=2, jobs=3, job_sizes={64: 1.0}), "job_sizes"),
         (dict(nodes=2, jobs=3, seed=-2), "seed"),
         (dict(nodes=2, jobs=3, mix={"resnet9": 1}), "mix"),
+        # sizes beyond optsched.limits, refused before anything is built
+        (dict(nodes=100_001, jobs=3), "nodes"),
+        (dict(nodes=2, jobs=500_001), "jobs"),
+        (dict(nodes=2, jobs=None, tightness=1e9), "tightness"),
+        (dict(nodes=2, jobs=None, tightness=1e308), "tightness"),
+        (dict(nodes=2, jobs=3, gpus_per_node=1_000_001), "gpus_per_node"),
+        (dict(nodes=2, jobs=3, cpus_per_node=1_000_001), "cpus_per_node"),
+        (dict(nodes=2, jobs=3, mem_per_node_gb=1_000_001), "mem_per_node_gb"),
+        (dict(nodes=3, jobs=3, gpus_per_node=1_000_000, job_sizes={2_000_000: 1.0}), "job_sizes.2000000"),
+        (dict(nodes=2, jobs=3, weights=(1.0, 1e7)), "weights"),
+        (dict(nodes=2, jobs=3, duration_s=1e10), "duration_s"),
     ],
 )
 def test_bad_options_raise(kwargs, field):
@@ -155,6 +167,16 @@ def test_bad_options_raise(kwargs, field):
     with pytest.raises(InputError) as e:
         generate(nodes, jobs, **kwargs)
     assert e.value.field.startswith(field)
+
+
+def test_generated_rounds_at_the_count_limit_are_read_back():
+    """What gen writes, solve reads: per-node counts up to MAX_COUNT pass the reader's range check."""
+    inst = generate(2, 3, gpus_per_node=MAX_COUNT, cpus_per_node=MAX_COUNT, mem_per_node_gb=MAX_COUNT)
+    back = Instance.from_dict(inst.to_dict())
+    assert {n.gpus for n in back.nodes} == {MAX_COUNT}
+    with pytest.raises(InputError, match="count") as e:
+        generate_suite("tiny", MAX_GEN_COUNT + 1)
+    assert e.value.field == "count"
 
 
 def test_size_classes():

@@ -137,6 +137,11 @@ def test_a_synthetic_trace_flows_through_the_shaping_and_build_workload():
     ({"seed": -1}, "seed"),
     ({"colour": "red"}, "colour"),
     ({"duration": "trace"}, "source"),
+    # sizes beyond optsched.limits.MAX_TRACE_JOBS, refused before anything is drawn
+    ({"jobs": 10_000_001}, "jobs"),
+    ({"jobs": 10**11}, "jobs"),
+    ({"span_s": 8.64e9, "rate_per_h": 1e9}, "span_s"),
+    ({"span_s": 8.64e9, "load": 1e6, "gpus": 10**6}, "span_s"),
 ])
 def test_bad_parameters_are_refused_by_name(over, field):
     with pytest.raises(InputError) as e:
@@ -158,6 +163,9 @@ def test_parse_spec_reads_the_simulate_argument():
     assert parse_spec("synergy:seed=9,rate_per_h=3", seed=4).seed == 9
     with pytest.raises(InputError, match="jobs"):
         parse_spec("synergy:jobs=many")
+    assert parse_spec("synergy:jobs=1e3").jobs == 1000  # as --jobs takes it
+    with pytest.raises(InputError, match="10,000,000"):
+        parse_spec("synergy:jobs=1e11")
     with pytest.raises(InputError, match="KEY=VALUE"):
         parse_spec("synergy:jobs")
 

@@ -11,27 +11,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.gen import generate, generate_suite
+from optsched.gen import SIZE_CLASSES, generate, iter_suite
 from optsched.io import check_writable, write_json
+from optsched.limits import MAX_GEN_COUNT, check_at_most, whole_number
+from optsched.model import Instance
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     what = p.add_argument_group("what to generate")
     what.add_argument("--class", dest="size_class", help="a size class: tiny, small, medium, large or huge")
-    what.add_argument("--nodes", type=int, help="servers")
-    what.add_argument("--jobs", type=int, help="jobs (may be left out when --tightness is given)")
-    what.add_argument("--count", type=int, default=1, help="instances per shape (default 1)")
+    what.add_argument("--nodes", type=whole_number, help="servers (at most 100,000)")
+    what.add_argument("--jobs", type=whole_number, help="jobs (at most 500,000; may be left out when --tightness is given)")
+    what.add_argument("--count", type=whole_number, default=1, help="instances per shape (default 1, at most 10,000)")
     what.add_argument("--seed", type=int, default=0,
                       help="seed (default 0); with --count or --class, instance k uses seed+k")
     what.add_argument("--name", help="instance name (one instance only)")
     cl = p.add_argument_group("cluster")
     cl.add_argument("--gpu-types", help="GPU types: 'V100' or 'V100,K80' (even split) or 'V100:2,P100:1' (shares)")
-    cl.add_argument("--gpus-per-node", type=int)
-    cl.add_argument("--cpus-per-node", type=int)
+    cl.add_argument("--gpus-per-node", type=int, help="GPUs per server (at most 1,000,000, as for every count)")
+    cl.add_argument("--cpus-per-node", type=int, help="cores per server")
     cl.add_argument("--mem-per-node", type=int, dest="mem_per_node_gb", help="GB per server")
     cl.add_argument("--rack-size", type=int, help="servers per rack")
     jb = p.add_argument_group("jobs")
@@ -111,36 +114,36 @@ def run(args: argparse.Namespace) -> int:
     opts = generator_options(args)
     if args.count < 1:
         raise InputError("--count", args.count, "must be >= 1")
+    check_at_most("--count", args.count, MAX_GEN_COUNT, "instances per shape")
+    instances: Iterator[Instance]  # drawn one at a time: one round in memory however many are written
     if args.size_class:
         if args.nodes is not None or args.jobs is not None:
             raise InputError("--class", args.size_class, "give either a size class or --nodes/--jobs, not both")
         if args.name:
             raise InputError("--name", args.name, "names come from the size class")
-        instances = generate_suite(args.size_class, args.count, seed=args.seed, **opts)
+        instances = iter_suite(args.size_class, args.count, seed=args.seed, **opts)
+        wanted = args.count * len(SIZE_CLASSES[args.size_class].shapes)
     else:
         if args.nodes is None:
             raise InputError("--nodes", None, "is required (or give --class)")
-        if args.count == 1:
-            instances = [generate(args.nodes, args.jobs, seed=args.seed, name=args.name, **opts)]
-        else:
-            if args.name:
-                raise InputError("--name", args.name, "names only one instance; leave it out with --count")
-            instances = [generate(args.nodes, args.jobs, seed=args.seed + k, **opts) for k in range(1, args.count + 1)]
+        if args.name and args.count > 1:
+            raise InputError("--name", args.name, "names only one instance; leave it out with --count")
+        seeds = [args.seed] if args.count == 1 else range(args.seed + 1, args.seed + args.count + 1)
+        instances = (generate(args.nodes, args.jobs, seed=s, name=args.name, **opts) for s in seeds)
+        wanted = args.count
     if args.out is None:
-        if len(instances) != 1:
-            raise InputError("--out", None, f"{len(instances)} instances need a directory (-o DIR)")
-        json.dump(instances[0].to_dict(), sys.stdout, indent=1)
+        if wanted != 1:
+            raise InputError("--out", None, f"{wanted} instances need a directory (-o DIR)")
+        json.dump(next(instances).to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     out = Path(args.out)
-    if out.name.endswith((".json", ".json.gz")):
-        if len(instances) != 1:
-            raise InputError("--out", args.out, f"is one file but {len(instances)} instances were generated; give a directory")
-        paths = [out]
-    else:
-        suffix = ".json.gz" if args.gz else ".json"
-        paths = [out / f"{inst.name}{suffix}" for inst in instances]
-    for inst, path in zip(instances, paths, strict=True):
+    one_file = out.name.endswith((".json", ".json.gz"))
+    if one_file and wanted != 1:
+        raise InputError("--out", args.out, f"is one file but {wanted} instances are asked for; give a directory")
+    suffix = ".json.gz" if args.gz else ".json"
+    for inst in instances:
+        path = out if one_file else out / f"{inst.name}{suffix}"
         write_json(inst.to_dict(), path)
         demanded = sum(j.gpus for j in inst.jobs)
         gpus = sum(n.gpus for n in inst.nodes)

@@ -13,6 +13,7 @@ from typing import Any
 from optsched.commands.simulate import parse_mix
 from optsched.errors import InputError
 from optsched.io import check_writable
+from optsched.limits import whole_number
 from optsched.sim.synthetic import describe, resolve_spec, synthetic_trace
 from optsched.sim.traces import write_trace_csv
 from optsched.sim.workload import parse_duration
@@ -20,7 +21,7 @@ from optsched.sim.workload import parse_duration
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("preset", help="parametric, synergy, gang-heavy or philly-multi (docs/simulator.md, 'Synthetic workloads')")
-    p.add_argument("--jobs", type=int, help="number of jobs (or --span)")
+    p.add_argument("--jobs", type=whole_number, help="number of jobs (or --span); at most 10,000,000")
     p.add_argument("--span", help="arrival span instead of a job count (e.g. 7d, 36h)")
     p.add_argument("--rate", type=float, help="Poisson arrivals per hour (or --load)")
     p.add_argument("--load", type=float, help="offered load on --gpus GPUs: sum(gpus x duration) / (GPUs x span)")

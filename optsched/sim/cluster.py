@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from optsched.errors import InputError
+from optsched.limits import MAX_NODES, check_at_most, check_count
 from optsched.model import Node
 
 __all__ = ["MIXES", "NodeShape", "alibaba_v2023", "heterogeneous", "homogeneous", "pai_2020", "parse_cluster", "summary"]
@@ -42,6 +43,12 @@ PAI_2020_SHAPES: tuple[tuple[str, int, int, int, int], ...] = (
 
 
 def _nodes(shapes: Sequence[NodeShape], rack_size: int | None) -> tuple[Node, ...]:
+    # sizes first, before any node is built: at most MAX_NODES nodes, and counts a round may hold
+    check_at_most("cluster", sum(shape[0] for shape in shapes), MAX_NODES, "nodes")
+    for _, _, gpus, cpus, mem_gb in shapes:
+        check_count("cluster", gpus)
+        check_count("cpus", cpus)
+        check_count("mem_gb", mem_gb)
     out: list[Node] = []
     for count, gpu_type, gpus, cpus, mem_gb in shapes:
         for _ in range(count):

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.limits import MAX_TRACE_JOBS, check_at_most, whole_number
 from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
 
@@ -155,6 +156,11 @@ class SyntheticSpec:
             raise InputError("jobs/span_s", (self.jobs, self.span_s), "give exactly one: a number of jobs or a time span")
         if (self.rate_per_h is None) == (self.load is None):
             raise InputError("rate_per_h/load", (self.rate_per_h, self.load), "give exactly one: an arrival rate or an offered load")
+        if self.jobs is not None:
+            check_at_most("jobs", self.jobs, MAX_TRACE_JOBS, "jobs per trace")
+        if self.span_s is not None and self.rate_per_h is not None and self.span_s * self.rate_per_h / 3600.0 > MAX_TRACE_JOBS:
+            raise InputError("span_s", self.span_s, f"at {self.rate_per_h:g} arrivals per hour asks for about "
+                                                    f"{self.span_s * self.rate_per_h / 3600.0:,.0f} jobs; a trace has at most {MAX_TRACE_JOBS:,}")
         if self.load is not None and self.gpus is None:
             raise InputError("gpus", None, "an offered load needs the cluster's GPU count")
         if self.duration not in DURATIONS:
@@ -349,8 +355,12 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
             assert spec.gpus is not None and spec.load is not None
             need = spec.load * spec.gpus * spec.span_s
             gpus, dur = _draw_sizes_durations(spec, rng, 64)
+            if need > 100 * MAX_TRACE_JOBS * float(np.mean(gpus * dur)):  # far beyond the limit: no need to draw up to it
+                _too_many(spec)
             while float(np.sum(gpus * dur)) < need:
-                g2, d2 = _draw_sizes_durations(spec, rng, max(64, len(gpus)))
+                if len(gpus) >= MAX_TRACE_JOBS:
+                    _too_many(spec)
+                g2, d2 = _draw_sizes_durations(spec, rng, min(max(64, len(gpus)), MAX_TRACE_JOBS - len(gpus)))
                 gpus, dur = np.concatenate([gpus, g2]), np.concatenate([dur, d2])
             cum = np.cumsum(gpus * dur)
             n = int(np.searchsorted(cum, need)) + 1  # the job that crosses the need, or the one before
@@ -368,6 +378,11 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
     cols = {"job_id": [f"{spec.name}-{i}" for i in range(n)], "submit_s": np.round(t, 3), "duration_s": dur,
             "gpus": gpus, "model": models, "tenant": tenants}
     return Trace.from_columns(f"synthetic-{spec.name}", cols)
+
+
+def _too_many(spec: SyntheticSpec) -> None:
+    raise InputError("span_s", spec.span_s, f"with an offered load of {spec.load:g} on {spec.gpus:,} GPUs asks for more than "
+                                            f"{MAX_TRACE_JOBS:,} jobs, the most a trace has")
 
 
 _PAIRS = (("jobs", "span_s"), ("rate_per_h", "load"))
@@ -425,7 +440,7 @@ def parse_spec(text: str, *, seed: int | None = None, gpus: int | None = None) -
             raise InputError("synthetic", part, "settings must be KEY=VALUE pairs separated by commas")
         try:
             if key in _INTS:
-                over[key] = int(val)
+                over[key] = whole_number(val)
             elif key in {"span_s", "median_s", "p90_s", "p99_s", "max_duration_s"}:
                 over[key] = parse_duration(val, key)
             elif key in _FLOATS:
