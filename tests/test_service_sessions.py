@@ -43,6 +43,29 @@ def test_a_session_round_trip_reuses_an_identical_round_and_forgets_on_delete():
         assert typo.status_code == 422 and typo.json()["field"] == "gap_targt"
 
 
+def test_a_session_reports_the_solver_family_and_never_reuses_another_solvers_round():
+    with serving(ServiceConfig(workers=1, queue=2, max_time_limit=1.5, default_time_limit=0.5)) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        def solve(**extra):
+            r = client.post("/v1/sessions/s/solve", json={"instance": TINY, "time_limit": 1.0, **extra})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        lns = solve(solver="lns")
+        assert (lns["solver"], lns["method"]) == ("lns", "heuristic")  # as /v1/solve reports it, however answered
+        again = solve(solver="lns")
+        assert again["incremental"] == "reused" and again["method"] == "heuristic"
+        # another solver starts afresh (a first round: cold, or carried when the greedy start is proven good enough)
+        maifs = solve(solver="maifs")
+        assert maifs["incremental"] != "reused" and (maifs["solver"], maifs["method"]) == ("maifs", "learned")
+        cpsat = solve(solver="cpsat")
+        assert cpsat["incremental"] != "reused" and (cpsat["solver"], cpsat["method"]) == ("cpsat", "exact")
+        assert solve(solver="cpsat")["incremental"] == "reused"
+        assert solve(solver="lns")["incremental"] != "reused"  # the session held cpsat's round, not lns's
+        assert solve(solver="lns", gap_target=0.0)["incremental"] != "reused"  # another gap target: another chain
+        assert solve(solver="lns", gap_target=0.0)["incremental"] == "reused"
+
+
 def test_the_store_is_bounded_least_recently_used_first_and_forgets_after_its_ttl():
     now = [0.0]
     store = SessionStore(max_sessions=2, ttl_s=10.0, clock=lambda: now[0])

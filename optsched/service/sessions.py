@@ -3,9 +3,11 @@ session from the previous round's answer (:class:`optsched.incremental.RoundSolv
 outside scheduler that calls every few minutes gets the warm start a simulator gets.
 
 The server keeps one :class:`~optsched.incremental.RoundState` per session (one round's schedule
-and its key) in a :class:`SessionStore`: at most ``max_sessions`` sessions, the least recently
-used evicted first, and a session unused for ``ttl_s`` seconds forgotten. A forgotten or unknown
-session simply starts cold. Two concurrent requests on one session both start from the state
+and its key) in a :class:`SessionStore`, with the settings it was solved under (:func:`settings`:
+the solver and the gap target): at most ``max_sessions`` sessions, the least recently used evicted
+first, and a session unused for ``ttl_s`` seconds forgotten. A forgotten or unknown session simply
+starts cold, and so does a request with other settings than the session's last round (its state
+is replaced): a round solved by one solver is never reused or carried over as another's answer. Two concurrent requests on one session both start from the state
 before them and the later answer's state is kept. ``DELETE /v1/sessions/{session_id}`` forgets a
 session at once.
 """
@@ -27,7 +29,8 @@ from optsched.service.config import ServiceConfig
 from optsched.service.pool import SolvePool
 from optsched.service.schemas import _REQUEST, ContractInstance, NonEmpty, Seed, SolveResponse, TimeLimit
 
-__all__ = ["MAX_SESSIONS", "SESSION_TTL_S", "SessionSolveRequest", "SessionSolveResponse", "SessionStore", "add_session_routes"]
+__all__ = ["MAX_SESSIONS", "SESSION_TTL_S", "SessionSolveRequest", "SessionSolveResponse", "SessionStore", "add_session_routes",
+           "settings"]
 
 #: sessions kept at most (least recently used evicted first); each holds one round's schedule
 MAX_SESSIONS = 256
@@ -102,6 +105,12 @@ class SessionSolveRequest(BaseModel):
     gap_target: float = Field(GAP_TARGET, ge=0, lt=1, description="stop once the schedule is within this relative gap of a proven bound")
 
 
+def settings(req: SessionSolveRequest) -> dict[str, Any]:
+    """What a session's state belongs to: the settings that shape a round's answer beyond its
+    time limit (a later round with other settings starts cold)."""
+    return {"solver": req.solver, "gap_target": req.gap_target}
+
+
 class SessionSolveResponse(SolveResponse):
     """The round's schedule with its reports, plus the session and how the round was answered."""
 
@@ -125,10 +134,12 @@ def add_session_routes(app: FastAPI, pool: SolvePool, cfg: ServiceConfig, *, run
         plus ``incremental``: how the round was answered."""
         info = method_info(req.solver)
         tl = cfg.time_limit(req.time_limit)
+        held, own = store.get(session_id), settings(req)
+        state = held["state"] if held is not None and held.get("settings") == own else None
         payload = {"instance": req.instance.to_dict(), "solver": req.solver, "time_limit": tl, "seed": req.seed,
-                   "gap_target": req.gap_target, "state": store.get(session_id), "method_info": info}
+                   "gap_target": req.gap_target, "state": state, "method_info": info}
         out = await run(pool, "round", payload, cfg.deadline(tl))
-        store.put(session_id, out["state"])
+        store.put(session_id, {"settings": own, "state": out["state"]})
         result = out["result"]
         return {**result, "time_limit": tl, "session_id": session_id, "incremental": result.get("stats", {}).get("incremental", "cold")}
 
