@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from optsched.errors import InputError
 from optsched.fields import unknown_field
 from optsched.model import Instance
-from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, Schedule
+from optsched.schedule import ASSIGNMENT_KEYS, SCHEDULE_KEYS, Schedule, instance_name
 
 __all__ = ["CheckReport", "Violation", "check_schedule"]
 
@@ -94,6 +95,11 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
     out: list[Violation] = []
     if isinstance(raw, Mapping) and (bad := unknown_field(raw, SCHEDULE_KEYS, "a schedule")) is not None:
         out.append(Violation(1, str(bad)))
+    if isinstance(raw, Mapping):
+        try:
+            instance_name(raw)
+        except InputError as e:
+            out.append(Violation(1, str(e)))
     if not isinstance(raw, Mapping) or not isinstance(raw.get("jobs"), Mapping):
         return CheckReport([*out, Violation(1, "the schedule must be an object whose 'jobs' maps job ids to assignments ({} when nothing runs)")], 0.0)
     nodes = {n.id: n for n in instance.nodes}

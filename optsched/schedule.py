@@ -16,7 +16,7 @@ from typing import Any
 from optsched.errors import InputError
 from optsched.fields import _check_keys
 
-__all__ = ["ASSIGNMENT_KEYS", "SCHEDULE_KEYS", "Assignment", "Schedule"]
+__all__ = ["ASSIGNMENT_KEYS", "SCHEDULE_KEYS", "Assignment", "Schedule", "instance_name"]
 
 #: an assignment's fields
 ASSIGNMENT_KEYS = frozenset({"nodes", "cpus_per_gpu", "mem_per_gpu_gb"})
@@ -24,6 +24,15 @@ ASSIGNMENT_KEYS = frozenset({"nodes", "cpus_per_gpu", "mem_per_gpu_gb"})
 #: answers write beside it (read past: the checker recomputes what it needs)
 SCHEDULE_KEYS = frozenset({"instance", "jobs", "objective", "bound", "gap", "status", "solver", "method", "time_s", "stats",
                            "trajectory", "time_limit", "session_id", "incremental"})
+
+
+def instance_name(d: Mapping[str, Any]) -> str:
+    """A schedule object's ``instance`` (``""`` when absent); :class:`InputError` naming the field
+    when it is not a string (``null`` included), as the HTTP service's schema refuses it."""
+    name = d.get("instance", "")
+    if not isinstance(name, str):
+        raise InputError("instance", name, "must be a string: the name of the round the schedule is for")
+    return name
 
 
 def _int(name: str, v: Any, lo: int) -> int:
@@ -122,7 +131,7 @@ class Schedule:
                 jobs[j] = Assignment.from_dict(a)
             except InputError as e:
                 raise e.within(f"jobs.{j}") from None
-        return cls(instance=str(d.get("instance", "")), jobs=jobs)
+        return cls(instance=instance_name(d), jobs=jobs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "jobs": {j: a.to_dict() for j, a in sorted(self.jobs.items())}}

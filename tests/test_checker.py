@@ -56,16 +56,18 @@ GOOD = {"nodes": {"n0": 2}, "cpus_per_gpu": 2, "mem_per_gpu_gb": 8}
     ({"instance": "t", "jobz": {"j0": GOOD}}, "did you mean 'jobs'"),              # a misspelt decision
     ({"jobs": {"j0": {**GOOD, "mem_per_gb": 8}}}, "did you mean 'mem_per_gpu_gb'"),  # a misspelt assignment field
     ({"jobs": {"j0": GOOD}, "objectiv": 1.0}, "did you mean 'objective'"),
+    ({"instance": 5, "jobs": {"j0": GOOD}}, "instance: must be a string"),         # the HTTP schema's rule too
+    ({"instance": None, "jobs": {"j0": GOOD}}, "instance: must be a string"),
 ])
 def test_a_schedule_without_its_decision_or_with_unknown_fields_is_refused(schedule, named):
-    """A schedule whose decision is missing or misspelt is not the empty schedule: the checker
-    reports rule 1 naming the field, and reading it raises."""
+    """A schedule whose decision is missing or misspelt, or whose instance name is not a string,
+    is not a valid schedule: the checker reports rule 1 naming the field, and reading it raises."""
     from optsched.errors import InputError
     from optsched.schedule import Schedule
 
     report = check_schedule(INST, schedule)
     assert not report.feasible and any(v.rule == 1 and named in v.message for v in report), list(report)
-    with pytest.raises(InputError, match="jobs|unknown field"):
+    with pytest.raises(InputError, match="jobs|unknown field|instance"):
         Schedule.from_dict(schedule)
 
 

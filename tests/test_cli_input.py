@@ -37,6 +37,8 @@ def files(tmp_path_factory) -> Path:
     (d / "dup.json").write_text(dup)
     (d / "ok.json").write_text(json.dumps(OK_SCHEDULE))
     (d / "junk.json").write_text('{"jobs": ')
+    (d / "named5.json").write_text(json.dumps({**OK_SCHEDULE, "instance": 5}))
+    (d / "namednull.json").write_text(json.dumps({**OK_SCHEDULE, "instance": None}))
     return d
 
 
@@ -57,6 +59,11 @@ CASES = [
     ("check neg.json ok.json", ["jobs[1].profile.throughput[0][1]"]),
     ("check {tiny} junk.json", ["schedule", "not valid JSON"]),
     ("check {tiny} absent.json", ["schedule.path", "absent.json"]),
+    # an instance name that is not a string, refused by every reader as the HTTP service refuses it
+    ("check {tiny} named5.json", ["schedule.instance", "must be a string", "5"]),
+    ("check {tiny} namednull.json", ["schedule.instance", "None"]),
+    ("validate {tiny} named5.json", ["decision.instance", "must be a string"]),
+    ("solve {tiny} --hint named5.json", ["--hint.instance", "must be a string"]),
     ("export nan.json", ["jobs[0].weight", "NaN"]),
     ("export absent.json", ["path", "absent.json"]),
     ("export {tiny} --format xyz", ["--format", "xyz"]),

@@ -14,6 +14,7 @@ import sys
 from optsched.checker import check_schedule
 from optsched.errors import InputError
 from optsched.io import load_instance, load_json
+from optsched.schedule import instance_name
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,10 +27,10 @@ def run(args: argparse.Namespace) -> int:
     instance = load_instance(args.instance)
     try:
         raw = load_json(args.schedule)
+        named = instance_name(raw) if isinstance(raw, dict) else None  # refused, as the HTTP service refuses it
     except InputError as e:
         raise e.within("schedule") from None
     report = check_schedule(instance, raw)
-    named = raw.get("instance") if isinstance(raw, dict) else None
     if named not in (None, "", instance.name):
         print(f"optsched: warning: the schedule names instance {named!r}, checking it against {instance.name!r}",
               file=sys.stderr)

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from optsched.learned.decode import log_likelihood, target_arrays
 from optsched.learned.features import featurise
 from optsched.learned.labels import _node_class_key
 from optsched.registry import get_method
-from optsched.schedule import Schedule
+from optsched.schedule import Schedule, instance_name
 from optsched.solve import solve_round
 
 
@@ -49,7 +50,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def validate_decision(
     instance: Any, decision: Any, *, time_limit: float, solver: str = "cpsat", seed: int = 0, loglik: bool = False, weights: str | None = None
 ) -> dict[str, Any]:
-    """The validation report of one decision (raw schedule JSON) for one round (see module doc)."""
+    """The validation report of one decision (raw schedule JSON) for one round (see module doc).
+    A decision whose ``instance`` is not a string is refused (``decision.instance``)."""
+    if isinstance(decision, Mapping):
+        try:
+            instance_name(decision)
+        except InputError as e:
+            raise e.within("decision") from None
     report = check_schedule(instance, decision)
     feasible = report.feasible
     ref = solve_round(instance, solver=solver, time_limit=time_limit, seed=seed)
