@@ -29,9 +29,11 @@ fair share of 8 x 62 GB fits a 500 GB server).
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -59,6 +61,8 @@ __all__ = [
     "canonical_model",
     "demand",
     "gpu_speeds",
+    "match_model",
+    "model_key",
     "model_spec",
     "profile",
     "round_mem_gb",
@@ -186,20 +190,62 @@ GPU_SPEEDS: Mapping[str, Mapping[str, float]] = MappingProxyType({
 
 
 #: other names of catalogue models: Synergy's names (its profiles and simulator call ResNet-18
-#: ``res18``); every name a trace's ``model`` column, a mix or an API call takes goes through
-#: :func:`canonical_model`
+#: ``res18``); every name a mix or an API call takes goes through :func:`canonical_model` (exact
+#: names), and a trace's ``model`` column, written by other systems, through :func:`match_model`
+#: (case and punctuation ignored)
 ALIASES: Mapping[str, str] = MappingProxyType({s.synergy_key: s.name for s in _SPECS if s.synergy_key and s.synergy_key != s.name})
 
 
 def canonical_model(model: str) -> str:
-    """The catalogue name of ``model`` (a catalogue name or an :data:`ALIASES` key); unknown
-    names raise :class:`InputError` naming the value and the known names."""
+    """The catalogue name of ``model`` (a catalogue name or an :data:`ALIASES` key, spelled
+    exactly); unknown names raise :class:`InputError` naming the value and the known names."""
     if isinstance(model, str):
         if model in MODELS:
             return model
         if model in ALIASES:
             return ALIASES[model]
     raise InputError("model", model, f"unknown model; known: {sorted(MODELS)} (aliases: {dict(ALIASES)})")
+
+
+def model_key(name: str) -> str:
+    """``name`` as model names are compared: lower case, letters and digits only (``ResNet-50``,
+    ``resnet_50`` and ``RESNET 50`` are all ``resnet50``)."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def match_model(name: str, models: Collection[str] = MODELS, aliases: Mapping[str, str] = ALIASES) -> str:
+    """The name in ``models`` that ``name`` stands for: itself or its ``aliases`` entry when
+    spelled exactly; else the one model whose name or alias has the same :func:`model_key`; else
+    the same for ``name`` without a parenthesised suffix (``GNMT (16 layers)`` is ``gnmt``).
+    A name that matches several models, or none, raises :class:`InputError` (field ``model``)
+    listing them, or the close names and every known one."""
+    if not isinstance(name, str):
+        raise InputError("model", name, "must be a model name")
+    if name in aliases and aliases[name] in models:
+        return aliases[name]
+    if name in models:
+        return name
+    keys: dict[str, set[str]] = {}
+    for n in models:
+        keys.setdefault(model_key(n), set()).add(n)
+    for a, n in aliases.items():
+        if n in models:
+            keys.setdefault(model_key(a), set()).add(n)
+    stem = name
+    while True:
+        found = keys.get(model_key(stem))
+        if found and len(found) > 1:
+            raise InputError("model", name, f"matches several models: {sorted(found)}; name one exactly")
+        if found:
+            return next(iter(found))
+        shorter = re.sub(r"\s*\([^()]*\)\s*$", "", stem)
+        if shorter == stem or not shorter:
+            break
+        stem = shorter
+    close = difflib.get_close_matches(model_key(name), list(keys), n=4, cutoff=0.6)
+    near = sorted({m for k in close for m in keys[k]})
+    known = f"known: {sorted(models)}" + (f" (aliases: {dict(aliases)})" if aliases else "")
+    raise InputError("model", name, f"is not a catalogue model{f'; close: {near}' if near else ''}; {known}")
 
 
 def model_spec(model: str) -> ModelSpec:

@@ -252,10 +252,55 @@ def test_a_trace_may_name_synergy_models_and_unknown_ones_are_refused(tmp_path):
     tr = load_trace(_write(tmp_path, "n.csv", NORMALIZED))
     w = build_workload(tr, cluster.homogeneous(2), seed=0)
     assert [j.model for j in w.jobs][:4] == ["resnet18", "resnet50", "resnet50", "gnmt"]
-    bad = load_trace(_write(tmp_path, "b.csv", NORMALIZED.replace("gnmt", "res101")))
+    with pytest.raises(InputError) as e:  # refused as the file is read, naming the cell and the close names
+        load_trace(_write(tmp_path, "b.csv", NORMALIZED.replace("gnmt", "res101")))
+    assert e.value.field == "b.csv[line 5].model" and e.value.value == "res101" and "close: ['resnet18', 'resnet50']" in e.value.problem
+    coded = tr.with_columns(model=("res18", "ResNet-50", "res101", "", ""))
+    with pytest.raises(InputError) as e:  # a trace built in code: named by job
+        build_workload(coded, cluster.homogeneous(2), seed=0)
+    assert e.value.field == "n[c].model" and e.value.value == "res101"
+
+
+@pytest.mark.parametrize(("name", "model"), [
+    ("MobileNet", "mobilenet"), ("Transformer", "transformer"), ("GNMT", "gnmt"), ("ResNet-50 (batch size 64)", "resnet50"),
+    ("resnet_18", "resnet18"), ("RES 50", "resnet50"), ("DeepSpeech (v2) (fp16)", "deepspeech"),
+])
+def test_model_names_match_whatever_their_case_and_punctuation(tmp_path, name, model):
+    p = _write(tmp_path, "m.csv", f'{HEAD4},model\na,0,60,1,"{name}"\n')
+    assert load_trace(p).model == (model,)
+    assert catalogue.match_model(name) == model
+
+
+def test_simulate_reads_model_names_as_traces_spell_them(tmp_path, capsys):
+    p = _write(tmp_path, "m.csv", f'{HEAD4},model\na,0,600,1,MobileNet\nb,5,600,2,"ResNet-50 (batch size 64)"\nc,9,600,1,GNMT\n')
+    args = ["simulate", str(p), "--allocator", "fixed-demand", "--no-progress", "-o", str(tmp_path / "o")]
+    assert main(args) == 0
+    jobs = next((tmp_path / "o").glob("*.jobs.csv")).read_text()
+    assert all(m in jobs for m in ("mobilenet", "resnet50", "gnmt"))
+    _write(tmp_path, "m.csv", f"{HEAD4},model\na,0,600,1,MobileNet\nb,5,600,2,res101\n")
+    assert main(args) == 2
+    assert "m.csv[line 3].model: is not a catalogue model; close: ['resnet18', 'resnet50']" in capsys.readouterr().err
+
+
+def test_a_schema_maps_trace_model_names_and_refuses_unknown_ones(tmp_path):
+    p = _write(tmp_path, "m.csv", "t,g,d,arch\n0,1,60,vgg16\n5,1,60,BERT-large\n9,1,60,MobileNet\n")
+    cols = {"submit": "t", "gpus": "g", "duration": "d", "model": "arch"}
     with pytest.raises(InputError) as e:
-        build_workload(bad, cluster.homogeneous(2), seed=0)
-    assert e.value.field == "b[d].model" and e.value.value == "res101"
+        load_csv(p, CsvSchema(cols))
+    assert e.value.field == "m.csv[line 2].arch" and "models can map it" in e.value.problem
+    sp = _write(tmp_path, "s.json", json.dumps({"columns": cols, "models": {"vgg16": "ResNet-50", "BERT-large": "bert"}}))
+    schema = CsvSchema.from_file(sp)
+    assert dict(schema.models) == {"vgg16": "resnet50", "BERT-large": "bert"} and schema.to_dict()["models"] == schema.models
+    assert load_csv(p, schema).model == ("resnet50", "bert", "mobilenet")
+    assert "models" not in CsvSchema(cols).to_dict()  # run ids of schemas without one stay as they were
+    with pytest.raises(InputError) as e:
+        CsvSchema(cols, models={"vgg16": "vgg"})
+    assert e.value.field == "models.vgg16"
+    with pytest.raises(InputError, match="columns.model"):
+        CsvSchema({"submit": "t", "gpus": "g", "duration": "d"}, models={"vgg16": "resnet50"})
+    toml = _write(tmp_path, "s.toml", '[columns]\nsubmit = "t"\ngpus = "g"\nduration = "d"\nmodel = "arch"\n[models]\nvgg16 = "res50"\n'
+                                      '"BERT-large" = "bert"\n')
+    assert load_csv(p, CsvSchema.from_file(toml)).model == ("resnet50", "bert", "mobilenet")
 
 
 # --- the bundled sample ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 def test_normalized_loader_sorts_drops_and_reads_optional_columns(tmp_path):
     p = _write(tmp_path, "n.csv", """
 job_id,submit_time_s,duration_s,num_gpus,gpu_fraction,cpu_cores,mem_gib,tenant,user,status,gpu_type,censored,model,cpus_per_gpu,mem_per_gpu_gb
-b,20,100,2,1.0,,,vcA,,,,0,cpu,2,16
+b,20,100,2,1.0,,,vcA,,,,0,ResNet-50,2,16
 a,10,50,1,0.5,6,12,LS,,Running,V100|T4,1,,,
 c,30,70,0,1.0,4,8,BE,,,,0,,,
 d,40,0,1,1.0,,,,,,,0,,,
@@ -35,7 +35,7 @@ d,40,0,1,1.0,,,,,,,0,,,
     assert tr.submit_s.tolist() == [0.0, 10.0]  # rebased: the first arrival is at 0, as in every loader
     assert tr.gpus.tolist() == [1, 2]
     assert tr.cpu_cores[0] == 6 and np.isnan(tr.cpu_cores[1])
-    assert tr.model == ("", "cpu") and tr.gpu_type == ("V100|T4", "")
+    assert tr.model == ("", "resnet50") and tr.gpu_type == ("V100|T4", "")  # the catalogue's name
     assert tr.cpus_per_gpu[1] == 2 and tr.mem_per_gpu_gb[1] == 16
     assert tr.notes == {"fractional_gpu_as_whole": 1, "censored": 1, "dropped_cpu_only": 1, "dropped_zero_duration": 1}
 

@@ -120,7 +120,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-unit", type=float, default=None,
                    help="cores one unit of a --columns/--schema CSV's cpu_cores column stands for (default 1; 0.01 for PAI 2020's plan_cpu)")
     p.add_argument("--schema", default=None,
-                   help="JSON or TOML file describing a CSV layout: columns, time_unit, duration_unit, datetime_format, comment, gpu_unit, cpu_unit")
+                   help="JSON or TOML file describing a CSV layout: columns, time_unit, duration_unit, datetime_format, comment, gpu_unit, cpu_unit, "
+                        "models (the trace's model names -> catalogue models)")
     p.add_argument("--deterministic-time", type=float, default=None,
                    help="per-round budget in CP-SAT deterministic seconds for cpsat and lns, so that results do not depend "
                         "on the machine's load (--time-limit stays a wall-clock cap); fixed-demand and fungible-greedy are "

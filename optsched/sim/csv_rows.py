@@ -6,15 +6,16 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from optsched import catalogue
 from optsched.errors import InputError
 
 __all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_and_rebase", "flag", "fraction", "gpu_count",
-           "header_names", "job_id", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
+           "header_names", "job_id", "model_name", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
 
 
 #: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
@@ -163,6 +164,19 @@ def job_id(path: Path, line: int, col: str, text: str | None, seen: dict[str, in
                          "then the row numbers)")
     seen[jid] = line
     return jid
+
+
+def model_name(path: Path, line: int, col: str, text: str | None, aliases: Mapping[str, str], known: dict[str, str]) -> str:
+    """A model cell as its catalogue name (:func:`optsched.catalogue.match_model` with ``aliases``,
+    the catalogue's and a schema's ``models``); an empty cell stays empty. ``known`` caches the
+    names matched so far (a trace names few models, many times)."""
+    name = (text or "").strip()
+    if name and name not in known:
+        try:
+            known[name] = catalogue.match_model(name, catalogue.MODELS, aliases)
+        except InputError as e:
+            raise InputError(cell(path, line, col), name, e.problem + "; a --schema file's models can map it to one") from None
+    return known.get(name, "")
 
 
 def fraction(path: Path, line: int, col: str, text: str | None) -> float:

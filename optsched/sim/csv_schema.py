@@ -9,11 +9,12 @@ import json
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from optsched import catalogue
 from optsched.errors import InputError
 
 __all__ = ["SCHEMA_FIELDS", "TIME_UNITS", "CsvSchema"]
@@ -42,7 +43,10 @@ class CsvSchema:
     column stands for (Alibaba PAI 2020's ``plan_gpu`` is in percent of a GPU: 0.01); a count that
     is not whole is rounded up to whole GPUs, counted in ``notes["fractional_gpu_as_whole"]`` below
     one GPU and in ``notes["rounded_gpus"]`` above (1.5 GPUs -> 2). ``cpu_unit``
-    is the cores one unit of ``cpu_cores`` stands for (PAI 2020's ``plan_cpu``: 0.01).
+    is the cores one unit of ``cpu_cores`` stands for (PAI 2020's ``plan_cpu``: 0.01). ``models``
+    maps names the ``model`` column holds to catalogue models (or aliases), for names that
+    :func:`optsched.catalogue.match_model` does not match by itself (a trace's ``vgg-ish`` ->
+    ``resnet50``); it is consulted first, names as the trace spells them.
     """
 
     columns: Mapping[str, str]
@@ -52,6 +56,7 @@ class CsvSchema:
     comment: str = "#"
     gpu_unit: float = 1.0
     cpu_unit: float = 1.0
+    models: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.columns, Mapping):
@@ -80,6 +85,19 @@ class CsvSchema:
                 raise InputError(name, u, f"must be a number > 0: the {what} stands for")
             object.__setattr__(self, name, float(u))
         object.__setattr__(self, "columns", MappingProxyType(dict(self.columns)))
+        if not isinstance(self.models, Mapping):
+            raise InputError("models", self.models, "must map the trace's model names to catalogue models")
+        if self.models and "model" not in self.columns:
+            raise InputError("models", dict(self.models), "applies only with a model column (columns.model)")
+        models = {}
+        for k, v in self.models.items():
+            if not isinstance(k, str) or not k.strip():
+                raise InputError("models", k, "must map model names as the trace spells them")
+            try:
+                models[k.strip()] = catalogue.match_model(v)
+            except InputError as e:
+                raise InputError(f"models.{k}", v, e.problem) from None
+        object.__setattr__(self, "models", MappingProxyType(models))
 
     @staticmethod
     def parse_columns(text: str) -> dict[str, str]:
@@ -97,7 +115,7 @@ class CsvSchema:
     @classmethod
     def from_file(cls, path: str | Path, *, columns: Mapping[str, str] | None = None, **settings: Any) -> CsvSchema:
         """A schema file: JSON (or TOML for ``.toml``) with ``columns`` and optionally
-        ``time_unit``, ``duration_unit``, ``datetime_format``, ``comment``, ``gpu_unit`` and ``cpu_unit``. ``columns`` are
+        ``time_unit``, ``duration_unit``, ``datetime_format``, ``comment``, ``gpu_unit``, ``cpu_unit`` and ``models``. ``columns`` are
         added to (and replace) the file's, and ``settings`` that are not ``None`` replace its."""
         p = Path(path)
         try:
@@ -113,10 +131,10 @@ class CsvSchema:
             raise InputError("schema", str(p), f"is not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}") from None
         if not isinstance(doc, dict) or "columns" not in doc:
             raise InputError("schema", str(p), "must be an object with a 'columns' map")
-        unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment", "gpu_unit", "cpu_unit"}
+        unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment", "gpu_unit", "cpu_unit", "models"}
         if unknown:
             raise InputError("schema", sorted(unknown), "unknown key(s); known: columns, time_unit, duration_unit, datetime_format, comment, "
-                             "gpu_unit, cpu_unit")
+                             "gpu_unit, cpu_unit, models")
         if not isinstance(doc["columns"], dict):
             raise InputError("schema.columns", doc["columns"], "must map trace fields to CSV column names")
         doc["columns"] = {**doc["columns"], **(columns or {})}
@@ -124,9 +142,10 @@ class CsvSchema:
         return cls(**doc)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings, as a run's manifest records them (``models`` only where given)."""
         return {"columns": dict(self.columns), "time_unit": self.time_unit, "duration_unit": self.duration_unit,
                 "datetime_format": self.datetime_format, "comment": self.comment, "gpu_unit": self.gpu_unit,
-                "cpu_unit": self.cpu_unit}
+                "cpu_unit": self.cpu_unit, **({"models": dict(self.models)} if self.models else {})}
 
 
 def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from optsched import catalogue
 from optsched.errors import InputError
 from optsched.sim.csv_rows import (
     cell,
@@ -43,6 +44,7 @@ from optsched.sim.csv_rows import (
     gpu_count,
     header_names,
     job_id,
+    model_name,
     number,
     numbered,
     read_rows,
@@ -215,6 +217,7 @@ def load_normalized(path: str | Path) -> Trace:
         "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
+    models: dict[str, str] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
         jid = job_id(p, ln, "job_id", r.get("job_id"), seen)
@@ -230,8 +233,9 @@ def load_normalized(path: str | Path) -> Trace:
         cols["gpus"].append(g)
         for c in ("cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb"):
             cols[c].append(number(p, ln, c, r.get(c), required=False, at_least=0))
-        for c in ("tenant", "gpu_type", "model"):
+        for c in ("tenant", "gpu_type"):
             cols[c].append(text_of(r, c))
+        cols["model"].append(model_name(p, ln, "model", r.get("model"), catalogue.ALIASES, models))
     drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
@@ -427,6 +431,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
         "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
+    aliases, models = {**catalogue.ALIASES, **schema.models}, {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
         jid = job_id(p, ln, c["id"], r.get(c["id"]), seen) if "id" in c else f"{p.stem}-{i}"
@@ -458,7 +463,8 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
         cols["gpus"].append(g)
         for f, scale in (("cpu_cores", schema.cpu_unit * tasks), ("mem_gib", tasks), ("cpus_per_gpu", 1.0), ("mem_per_gpu_gb", 1.0)):
             cols[f].append(number(p, ln, c[f], r.get(c[f]), required=False, at_least=0, scale=scale) if f in c else math.nan)
-        for f in ("tenant", "gpu_type", "model"):
+        for f in ("tenant", "gpu_type"):
             cols[f].append(text_of(r, c[f]) if f in c else "")
+        cols["model"].append(model_name(p, ln, c["model"], r.get(c["model"]), aliases, models) if "model" in c else "")
     drop_and_rebase(cols, notes)
     return Trace.from_columns(p.stem, cols, notes)

@@ -253,8 +253,11 @@ def build_workload(
     restart_s: float = 60.0,
 ) -> Workload:
     """Give every trace job a catalogue model (the trace's ``model`` column -- a catalogue name or
-    one of the catalogue's ``ALIASES``, such as Synergy's ``res18`` -- else sampled with
-    ``seed`` and ``mix``), its profile and fixed demand, and its speeds on the cluster's GPU types.
+    one of the catalogue's ``ALIASES``, such as Synergy's ``res18``, matched as
+    :func:`optsched.catalogue.match_model` does -- else sampled with ``seed`` and ``mix``), its
+    profile and fixed demand, and its speeds on the cluster's GPU types. (The trace loaders match
+    the names of a file's ``model`` column already, against :mod:`optsched.catalogue`, naming the
+    line of a name they cannot match.)
 
     The fixed demand is the trace's per-GPU request where it has one (Alibaba's ``cpu_cores`` /
     ``mem_gib`` divided by the GPUs, or ``cpus_per_gpu`` / ``mem_per_gpu_gb``) snapped to the
@@ -283,13 +286,16 @@ def build_workload(
     for nd in nodes:
         type_gpus[nd.gpu_type] = type_gpus.get(nd.gpu_type, 0) + nd.gpus
     aliases = dict(getattr(cat, "ALIASES", None) or {})
+    matched: dict[str, str] = {}
     for i in range(n):
         model = trace.model[i] or sampled[i]
-        if model not in known and model in aliases:
-            model = aliases[model]  # e.g. Synergy's res18 -> resnet18
-        if known and model not in known:
-            raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model,
-                             f"is not a catalogue model; known: {sorted(known)}" + (f" (aliases: {aliases})" if aliases else ""))
+        if known and model not in known:  # e.g. Synergy's res18, or ResNet-18 -> resnet18
+            if model not in matched:
+                try:
+                    matched[model] = library_catalogue.match_model(model, known, aliases)
+                except InputError as e:
+                    raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model, e.problem) from None
+            model = matched[model]
         g = int(trace.gpus[i])
         key = (model, g)
         if key not in profiles:
