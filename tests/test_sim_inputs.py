@@ -653,3 +653,14 @@ def test_the_unit_warning_reads_gaps_and_spans():
     assert unit_warning(trace([i * 100.0 for i in range(12)], [4 * 86_400.0] * 12), "s") is not None
     assert unit_warning(trace([i * 100.0 for i in range(12)], [2 * 86_400.0] * 12)) is None
     assert ex.prepare("sample").warnings == ()
+
+
+def test_times_that_overflow_once_subtracted_are_refused_with_their_line(tmp_path):
+    p = _write(tmp_path, "far.csv", f"{HEAD4}\na,-1e308,60,1\nb,1e308,60,1\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "far.csv[line 3]" and "overflows" in e.value.problem
+    q = _write(tmp_path, "long.csv", "t,s,e,g\n0,-1e308,1e308,1\n")
+    with pytest.raises(InputError) as e:
+        load_csv(q, CsvSchema({"submit": "t", "start": "s", "end": "e", "gpus": "g"}))
+    assert e.value.field == "long.csv[line 2]"

@@ -232,10 +232,15 @@ def gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, in
     return int(value)
 
 
-def drop_and_rebase(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
+def drop_and_rebase(path: Path, cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
     """Drop the jobs that cannot be replayed -- zero-length ones (present in the traces) and those
     that end before they start (a clock error in the trace), counted apart -- then rebase submit
-    times so that the first job *kept* arrives at 0 (a dropped job sets no origin)."""
+    times so that the first job *kept* arrives at 0 (a dropped job sets no origin). ``cols["line"]``
+    holds each row's file line: a run time or an arrival that overflows once subtracted (times
+    near 1e308) is refused naming it."""
+    for d, line in zip(cols["duration_s"], cols["line"], strict=True):
+        if not math.isfinite(d):
+            raise InputError(f"{path.name}[line {line}]", d, "the job's end minus its start overflows: are its times in range?")
     keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
     if len(keep) < len(cols["duration_s"]):
         zero = sum(1 for d in cols["duration_s"] if d == 0)
@@ -248,3 +253,7 @@ def drop_and_rebase(cols: dict[str, list[Any]], notes: dict[str, int]) -> None:
     if cols["submit_s"]:
         t0 = min(cols["submit_s"])
         cols["submit_s"] = [t - t0 for t in cols["submit_s"]]
+        for t, line in zip(cols["submit_s"], cols["line"], strict=True):
+            if not math.isfinite(t):
+                raise InputError(f"{path.name}[line {line}]", t, "the job arrives too long after the first (the difference overflows): "
+                                 "are its times in range?")

@@ -213,7 +213,7 @@ def load_normalized(path: str | Path) -> Trace:
     p = Path(path)
     rows = read_rows(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb",
+        "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb",
         "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
@@ -228,6 +228,7 @@ def load_normalized(path: str | Path) -> Trace:
         if flag(p, ln, "censored", r.get("censored")):
             notes["censored"] = notes.get("censored", 0) + 1
         cols["job_id"].append(jid)
+        cols["line"].append(ln)
         cols["submit_s"].append(number(p, ln, "submit_time_s", r.get("submit_time_s")))
         cols["duration_s"].append(number(p, ln, "duration_s", r.get("duration_s")))
         cols["gpus"].append(g)
@@ -236,7 +237,7 @@ def load_normalized(path: str | Path) -> Trace:
         for c in ("tenant", "gpu_type"):
             cols[c].append(text_of(r, c))
         cols["model"].append(model_name(p, ln, "model", r.get("model"), catalogue.ALIASES, models))
-    drop_and_rebase(cols, notes)
+    drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -282,7 +283,7 @@ def load_philly(path: str | Path) -> Trace:
     """
     p = Path(path)
     rows = read_rows(p, ["timestamp", "duration", "num_gpus"])
-    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
+    cols: dict[str, list[Any]] = {k: [] for k in ("line", "job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
@@ -290,11 +291,12 @@ def load_philly(path: str | Path) -> Trace:
         if g is None:
             continue
         cols["job_id"].append(f"philly-{i}")
+        cols["line"].append(ln)
         cols["submit_s"].append(time_value(p, ln, "timestamp", r.get("timestamp")))
         cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
         cols["tenant"].append(text_of(r, "cluster"))
-    drop_and_rebase(cols, notes)
+    drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -308,7 +310,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
     p = Path(path)
     rows = read_rows(p, ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"])
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
+        "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
     for i, r in enumerate(rows):
@@ -322,6 +324,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         if g is None:
             continue
         cols["job_id"].append(jid)
+        cols["line"].append(ln)
         cols["submit_s"].append(number(p, ln, "creation_time", r.get("creation_time")))
         cols["duration_s"].append(number(p, ln, "deletion_time", r.get("deletion_time")) - number(p, ln, "scheduled_time", r.get("scheduled_time")))
         cols["gpus"].append(g)
@@ -329,7 +332,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         cols["mem_gib"].append(number(p, ln, "memory_mib", r.get("memory_mib"), at_least=0, scale=1 / 1024))
         cols["tenant"].append(text_of(r, "qos"))
         cols["gpu_type"].append(text_of(r, "gpu_spec"))
-    drop_and_rebase(cols, notes)
+    drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -341,7 +344,7 @@ def load_helios(path: str | Path) -> Trace:
     """
     p = Path(path)
     rows = read_rows(p, ["job_id", "gpu_num", "submit_time", "duration"])
-    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "submit_s", "duration_s", "gpus", "tenant")}
+    cols: dict[str, list[Any]] = {k: [] for k in ("line", "job_id", "submit_s", "duration_s", "gpus", "tenant")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
     for i, r in enumerate(rows):
@@ -351,11 +354,12 @@ def load_helios(path: str | Path) -> Trace:
         if g is None:
             continue
         cols["job_id"].append(jid)
+        cols["line"].append(ln)
         cols["submit_s"].append(time_value(p, ln, "submit_time", r.get("submit_time")))
         cols["duration_s"].append(number(p, ln, "duration", r.get("duration")))
         cols["gpus"].append(g)
         cols["tenant"].append(text_of(r, "vc"))
-    drop_and_rebase(cols, notes)
+    drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
 
@@ -428,7 +432,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
                           datetime_format=schema.datetime_format)
 
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
+        "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
     aliases, models = {**catalogue.ALIASES, **schema.models}, {}
@@ -458,6 +462,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
         else:
             dur = when(i, "end") - (when(i, "start") if "start" in c else submit)
         cols["job_id"].append(jid)
+        cols["line"].append(ln)
         cols["submit_s"].append(submit)
         cols["duration_s"].append(dur)
         cols["gpus"].append(g)
@@ -466,5 +471,5 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
         for f in ("tenant", "gpu_type"):
             cols[f].append(text_of(r, c[f]) if f in c else "")
         cols["model"].append(model_name(p, ln, c["model"], r.get(c["model"]), aliases, models) if "model" in c else "")
-    drop_and_rebase(cols, notes)
+    drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
