@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import re
+import sys
 import tempfile
 import zlib
 from collections.abc import Mapping
@@ -18,12 +19,15 @@ from optsched.limits import MAX_DEPTH
 from optsched.model import Instance
 from optsched.schedule import Schedule
 
-__all__ = ["check_writable", "load_instance", "load_json", "load_schedule", "parse_json", "save_instance", "write_json"]
+__all__ = ["check_writable", "load_instance", "load_json", "load_schedule", "parse_json", "read_stdin", "save_instance", "write_json"]
 
 
 def load_json(path: str | Path) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file with :func:`parse_json`; unreadable or invalid files
-    raise :class:`InputError` (field ``path``, or the JSON path of a refused value)."""
+    raise :class:`InputError` (field ``path``, or the JSON path of a refused value). The name
+    ``"-"`` reads standard input instead (:func:`read_stdin`; a file named ``-`` is ``./-``)."""
+    if isinstance(path, str) and path == "-":
+        return read_stdin()
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -43,6 +47,31 @@ def load_json(path: str | Path) -> Any:
 
 #: a ``.json.gz`` file that inflates beyond this is refused (a gzip bomb), as is a bigger body
 MAX_JSON_BYTES = 1 << 30
+
+
+def read_stdin() -> Any:
+    """One JSON document from standard input (``optsched gen ... | optsched solve -``), plain or
+    gzip-compressed (told by its first bytes), read as :func:`load_json` reads a file: at most
+    :data:`MAX_JSON_BYTES`. A terminal is refused rather than waited on (field ``stdin``)."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        raise InputError("stdin", "-", "is a terminal: pipe a JSON document into it (e.g. optsched gen ... | optsched solve -)")
+    try:
+        raw = stream.buffer.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise OSError(f"holds more than {MAX_JSON_BYTES:,} bytes")
+        if raw[:2] == b"\x1f\x8b":
+            raw = _gunzip(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError("stdin", "-", f"cannot be read: {e or type(e).__name__}") from None
+    if not raw.strip():
+        raise InputError("stdin", "-", "is empty: pipe a JSON document into it")
+    try:
+        return parse_json(raw)
+    except InputError as e:
+        if e.field == "body":
+            raise InputError("stdin", "-", e.problem) from None
+        raise
 
 
 def _gunzip(raw: bytes) -> bytes:
@@ -266,7 +295,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_instance(source: str | Path | Mapping[str, Any]) -> Instance:
-    """An :class:`Instance` from a file path or an already-parsed JSON object."""
+    """An :class:`Instance` from a file path (``"-"``: standard input) or an already-parsed JSON object."""
     if isinstance(source, Mapping):
         return Instance.from_dict(source)
     return Instance.from_dict(load_json(source))

@@ -6,6 +6,7 @@ an instance or options: solve, check, export, validate and gen.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,53 @@ def test_bad_input_exits_2_naming_the_field(files, line, named):
         assert text in p.stderr, p.stderr
     assert p.stdout == ""  # nothing half-written on stdout
     assert not list(files.rglob("*.tmp")) and not list(files.rglob("*.probe"))
+
+
+def _piped(*args, stdin, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optsched", *map(str, args)], capture_output=True, cwd=cwd, timeout=120,
+                          input=stdin)
+
+
+def test_solve_and_check_read_a_dash_from_stdin(files):
+    """``-`` names stdin: ``optsched gen ... | optsched solve -``, plain or gzip-compressed."""
+    import gzip
+
+    text = TINY.read_bytes()
+    for data in (text, gzip.compress(text)):
+        p = _piped("solve", "-", "--time-limit", 2, stdin=data, cwd=files)
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        assert json.loads(p.stdout)["instance"] == "t-2n-4j-01"
+    schedule = p.stdout
+    (files / "solved.json").write_bytes(schedule)
+    both = [_piped("check", TINY, "-", stdin=schedule, cwd=files), _piped("check", "-", "solved.json", stdin=text, cwd=files)]
+    for p in both:
+        assert p.returncode == 0 and p.stdout.decode().startswith("feasible"), p.stderr.decode()[-2000:]
+
+
+@pytest.mark.parametrize(("args", "stdin", "named"), [
+    (["solve", "-"], b"", ["stdin", "is empty"]),
+    (["solve", "-"], b'{"jobs": ', ["stdin", "not valid JSON"]),
+    (["solve", "-"], b'{"version": 1, "name": "x", "nodes": [], "jobs": 5}', ["jobs"]),
+    (["solve", "-", "--hint", "-"], b"{}", ["--hint", "stdin holds the round already"]),
+    (["check", "-", "-"], b"{}", ["schedule", "stdin holds the instance already"]),
+    (["check", str(TINY), "-"], b"[", ["schedule.stdin", "not valid JSON"]),
+])
+def test_bad_input_on_stdin_exits_2_naming_it(files, args, stdin, named):
+    p = _piped(*args, stdin=stdin, cwd=files)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "Traceback" not in err, err[-2000:]
+    for text in named:
+        assert text in err, err
+
+
+def test_a_dash_on_a_terminal_is_refused_not_waited_on(files):
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "optsched", "solve", "-"], stdin=follower, capture_output=True, text=True,
+                           cwd=files, timeout=60)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert p.returncode == 2 and "stdin: is a terminal" in p.stderr, p.stderr

@@ -1,4 +1,5 @@
-"""``optsched check INSTANCE.json SCHEDULE.json``: the independent checker on the command line.
+"""``optsched check INSTANCE.json SCHEDULE.json``: the independent checker on the command line
+(either file may be ``-``: read from stdin).
 
 Prints ``feasible <objective>`` and exits 0, or prints one violation per line and exits 1.
 The schedule's own report fields (objective, bound, ...) are not trusted; the objective printed
@@ -18,12 +19,14 @@ from optsched.schedule import instance_name
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("instance", help="round instance JSON (.json or .json.gz)")
-    p.add_argument("schedule", help="schedule JSON (the contract's format)")
+    p.add_argument("instance", help="round instance JSON (.json or .json.gz); - reads it from stdin")
+    p.add_argument("schedule", help="schedule JSON (the contract's format); - reads it from stdin")
     p.add_argument("--json", action="store_true", help="print the report as JSON: feasible, objective, violations")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.instance == "-" and args.schedule == "-":
+        raise InputError("schedule", "-", "stdin holds the instance already; give one of the two as a file")
     instance = load_instance(args.instance)
     try:
         raw = load_json(args.schedule)

@@ -1,4 +1,4 @@
-"""``optsched solve INSTANCE.json``: solve one round and write its schedule JSON.
+"""``optsched solve INSTANCE.json``: solve one round and write its schedule JSON (``-``: the round from stdin).
 
 The schedule (the contract's schedule JSON with the solve's reports: objective, bound, gap,
 status, solver, method, time, stats) goes to stdout, or to ``-o FILE`` (``.json.gz``
@@ -32,7 +32,7 @@ from optsched.solve import SolverBug, _resolve, solve_round
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("instance", help="round instance JSON (.json or .json.gz)")
+    p.add_argument("instance", help="round instance JSON (.json or .json.gz); - reads it from stdin")
     p.add_argument("--method", default="auto", help="auto (default), exact, heuristic or learned")
     p.add_argument("--solver", help="a registered solver by name (see `optsched methods`); overrides the family default")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SEC", help="wall-clock limit in seconds (default 10)")
@@ -67,6 +67,8 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if args.write_first and not args.out:
         raise InputError("--write-first", True, "needs -o FILE: the file the first incumbent is written to")
+    if args.instance == "-" and args.hint == "-":
+        raise InputError("--hint", "-", "stdin holds the round already; give the hint as a file")
     if args.out:
         check_writable(args.out)
     t0 = time.perf_counter()
