@@ -24,7 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "methods": ("optsched.commands.methods", "list the registered solve methods"),
     "bench": ("optsched.commands.bench", "run solvers over instance sets: results table, summary, plots"),
     "train": ("optsched.commands.train", "distil exact solutions into the learned policy (behaviour cloning, DAgger)"),
-    "validate": ("optsched.commands.validate", "judge an external decision: violations, gap to the exact optimum, per-job diff"),
+    "validate": ("optsched.commands.validate", "judge a schedule another scheduler made: violations, gap to a reference solve, jobs placed differently"),
     "simulate": ("optsched.commands.simulate", "replay a trace on a cluster: JCT, makespan, utilisation per policy x allocator"),
     "workload": ("optsched.commands.workload", "write a synthetic trace CSV (Poisson arrivals, parametric sizes and durations)"),
     "export": ("optsched.commands.export", "write a round's MIP as an MPS or LP file (the model scip/cbc/pulp solve)"),

@@ -170,3 +170,17 @@ def test_a_dash_on_a_terminal_is_refused_not_waited_on(files):
         os.close(leader)
         os.close(follower)
     assert p.returncode == 2 and "stdin: is a terminal" in p.stderr, p.stderr
+
+
+def test_validate_help_says_what_it_compares_with_and_its_exit_status(capsys):
+    """The reference is a solve within --time-limit (not always the optimum); the help says so, names
+    its units and gives the exit statuses."""
+    from optsched.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for phrase in ("--time-limit SEC", "reference schedule solved by --solver within --time-limit", "optimal when the solver proves it",
+                   "Exit status: 0 when every decision is feasible, 1 when any breaks a rule, 2 on bad input"):
+        assert phrase in text, text
+    assert "exact optimum" not in text and "Evaluate mode" not in text

@@ -36,15 +36,27 @@ from optsched.solve import solve_round
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("instance", help="round instance JSON, or a directory of them")
-    p.add_argument("decision", help="the decision (contract schedule JSON), or a directory of them")
-    p.add_argument("--time-limit", type=float, default=10.0, help="seconds for the exact solve per round (default 10)")
-    p.add_argument("--solver", default="cpsat", help="exact solver for the reference (default cpsat)")
-    p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
-    p.add_argument("--loglik", action="store_true", help="also score the decision under the learned policy (Evaluate mode)")
-    p.add_argument("--weights", help="policy weights for --loglik (default: the shipped maifs-small.npz; --loglik needs the train extra)")
+    p.description = (
+        "Judge a decision: a round's schedule made by another scheduler (a heuristic, an RL agent, a person). Reports "
+        "whether it is feasible (every violated rule, by the independent checker), its objective, a reference schedule "
+        "solved by --solver within --time-limit (optimal when the solver proves it, else the best found and its bound), "
+        "the gap between the two, and the jobs the decision places differently from the reference. Given two "
+        "directories, each decision is paired with the instance its 'instance' field names (else the one with its file "
+        "name) and a summary table ends the report.")
+    p.epilog = "Exit status: 0 when every decision is feasible, 1 when any breaks a rule, 2 on bad input."
+    p.add_argument("instance", help="round instance JSON (.json or .json.gz), or a directory of them")
+    p.add_argument("decision", help="the decision: a schedule JSON in the contract's format, or a directory of them")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="SEC",
+                   help="seconds for each round's reference solve (default 10)")
+    p.add_argument("--solver", default="cpsat", metavar="NAME",
+                   help="the solver that computes the reference schedule (default cpsat; see `optsched methods`)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the reference solve (default 0)")
+    p.add_argument("--loglik", action="store_true",
+                   help="also report the decision's log-likelihood under the learned policy: how close it is to what "
+                        "maifs would choose (needs the train extra)")
+    p.add_argument("--weights", metavar="FILE.npz", help="policy weights for --loglik (default: the shipped maifs-small.npz)")
     p.add_argument("--json", action="store_true", help="print the full reports as JSON instead of text")
-    p.add_argument("-o", "--out", help="also write the JSON reports to this file")
+    p.add_argument("-o", "--out", metavar="FILE.json", help="also write the JSON reports to this file")
 
 
 def validate_decision(
