@@ -468,7 +468,7 @@ class RoundSolver:
         (:func:`_reported`), optimal where it reaches it."""
         bound = _reported(value, bound, stats)
         status = Status.OPTIMAL if reaches(value, bound) else Status.FEASIBLE
-        return Result(hint, status, value, bound, self.solver, "exact", time.perf_counter() - start, stats)
+        return Result(hint, status, value, bound, self.solver, get_method(self.solver).family, time.perf_counter() - start, stats)
 
     def _skipped(self, hint: Schedule, value: float, bound: float, start: float, stats: dict[str, Any], why: str) -> Result:
         """:meth:`_answered` for a round the chain stopped short of its gap target

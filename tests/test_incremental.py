@@ -465,3 +465,15 @@ def test_the_knapsack_is_the_brute_force_optimum(seed):
         assert knapsack_bound._knapsack(items, capacity) >= best - 1e-9
     finally:
         knapsack_bound.KNAPSACK_CELLS = old
+
+
+@pytest.mark.parametrize(("solver", "family"), [("cpsat", "exact"), ("lns", "heuristic")])
+def test_a_round_answered_without_the_solver_reports_its_family(solver, family):
+    """A carried round names the chain's solver and that solver's family, as a searched one does."""
+    inst = generate(3, 8, seed=4)
+    chain = RoundSolver(solver, time_limit=0.5, options={"deterministic_time": 0.1})
+    first = chain.solve(inst)
+    second = chain.solve(inst.to_dict() | {"name": "again"})
+    for res in (first, second):
+        assert (res.solver, res.method) == (solver, family)
+        assert not check_schedule(inst, res.schedule)
