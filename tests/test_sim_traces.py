@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from test_sim_support import fungible_first_fit
 
+from optsched.errors import InputError
 from optsched.sim import cluster, policies
 from optsched.sim.config import SimConfig
 from optsched.sim.engine import simulate
@@ -73,3 +74,35 @@ def test_the_real_traces_raise_no_unit_warning():
     """The time-unit check's limits hold for the real traces, read in seconds."""
     for name in ("philly_pollux.csv", "alibaba_v2023_default.csv"):
         assert unit_warning(load_trace(SHARED / "normalized" / name), schema=False) is None, name
+
+
+SACCT = """JobID|User|Account|Partition|Submit|Start|End|Elapsed|AllocTRES|State
+1001|alice|vision|gpu|2024-03-01T08:00:00|2024-03-01T08:05:00|2024-03-01T10:05:00|02:00:00|billing=16,cpu=16,gres/gpu=2,mem=128G,node=1|COMPLETED
+1001.batch|||gpu|2024-03-01T08:05:00|2024-03-01T08:05:00|2024-03-01T10:05:00|02:00:00|cpu=16,gres/gpu=2,mem=128G,node=1|COMPLETED
+1002|bob|nlp|gpu|2024-03-01T08:10:00|2024-03-01T09:00:00|2024-03-03T09:00:00|2-00:00:00|cpu=64,gres/gpu:a100=16,gres/gpu=16,mem=1T,node=2|COMPLETED
+1003|bob|nlp|cpu|2024-03-01T08:20:00|2024-03-01T08:20:00|2024-03-01T08:30:00|10:00|cpu=4,mem=8000,node=1|COMPLETED
+1004|carol|vision|gpu|2024-03-01T08:30:00|Unknown|Unknown|00:00:00||PENDING
+1005_1|carol||gpu|2024-03-01T08:40:00|2024-03-01T08:41:00|2024-03-01T08:51:30|10:30|cpu=8,gres/gpu:v100=1,mem=32768,node=1|FAILED
+"""
+
+
+def test_a_slurm_sacct_export_is_read_as_it_comes(tmp_path):
+    """``sacct --parsable2``: job steps skipped, jobs that never started and CPU-only ones dropped
+    (counted), GPUs, cores, memory and the GPU type from AllocTRES, Elapsed as the run time."""
+    p = tmp_path / "slurm.txt"
+    p.write_text(SACCT)
+    tr = load_trace(p)
+    assert tr.job_id == ("1001", "1002", "1005_1")
+    assert tr.submit_s.tolist() == [0.0, 600.0, 2400.0] and tr.duration_s.tolist() == [7200.0, 172800.0, 630.0]
+    assert tr.gpus.tolist() == [2, 16, 1] and tr.cpu_cores.tolist() == [16, 64, 8] and tr.mem_gib.tolist() == [128, 1024, 32]
+    assert tr.gpu_type == ("", "A100", "V100") and tr.tenant == ("vision", "nlp", "carol")
+    assert tr.notes == {"skipped_job_steps": 1, "dropped_cpu_only": 1, "dropped_never_scheduled": 1}
+    assert load_trace(p, "sacct").job_id == tr.job_id
+    p.write_text(SACCT.replace("2-00:00:00", "2-00:xx:00"))
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "slurm.txt[line 4].Elapsed"
+    p.write_text(SACCT.replace("gres/gpu=2,mem=128G", "gres/gpu=two,mem=128G", 1))
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "slurm.txt[line 2].AllocTRES"

@@ -31,12 +31,12 @@ from optsched.sim.workload import parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods or Helios (or any layout "
+    p.add_argument("trace", help="trace CSV: normalized schema, Philly (Pollux), Alibaba v2023 pods, Helios or Slurm sacct (or any layout "
                                  "with --columns/--schema); 'sample' for the bundled two days of the Philly trace; or "
                                  "synthetic:PRESET[:KEY=VALUE,...] to generate one (presets parametric, synergy, gang-heavy, "
                                  "philly-multi; e.g. synthetic:gang-heavy:jobs=500,gpus=176,load=1.1; the seed is --seed "
                                  "unless given)")
-    p.add_argument("--format", default="auto", help="auto (from the header), normalized, philly, alibaba or helios")
+    p.add_argument("--format", default="auto", help="auto (from the header), normalized, philly, alibaba, helios or sacct (Slurm)")
     p.add_argument("--start", default="0", help="window start after the first arrival (e.g. 0, 12h, 7d)")
     p.add_argument("--length", default=None, help="window length (e.g. 1d, 30d; default: to the end)")
     p.add_argument("--max-jobs", type=int, default=None, help="at most this many jobs from the window")

@@ -9,6 +9,8 @@ read four formats into it:
 * Alibaba GPU v2023 pod lists (:func:`load_alibaba_pods`);
 * the Helios format ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``
   (:func:`load_helios`);
+* Slurm accounting, ``sacct --parsable2`` with ``JobID, Submit, Elapsed, AllocTRES``
+  (:func:`load_sacct`);
 * any other CSV layout that a :class:`CsvSchema` describes (its columns and time unit,
   :func:`load_csv`).
 
@@ -67,6 +69,7 @@ __all__ = [
     "load_helios",
     "load_normalized",
     "load_philly",
+    "load_sacct",
     "load_trace",
     "write_trace_csv",
 ]
@@ -363,13 +366,102 @@ def load_helios(path: str | Path) -> Trace:
     return Trace.from_columns(p.stem, cols, notes)
 
 
+#: Slurm's memory suffixes in ``AllocTRES`` (``mem=64G``), in GiB; a bare number is MiB
+_SLURM_MEM = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0, "P": 1024.0**2}
+
+
+def _slurm_elapsed(path: Path, line: int, text: str) -> float:
+    """Seconds of a Slurm ``Elapsed`` cell: ``[DD-][HH:]MM:SS[.sss]``."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    try:
+        if not 2 <= len(parts) <= 3 or (days and not days.isdigit()):
+            raise ValueError
+        h, m, s = ([0.0] * (3 - len(parts))) + [float(x) for x in parts]
+        out = int(days or 0) * 86400 + h * 3600 + m * 60 + s
+        if not math.isfinite(out) or min(h, m, s) < 0:
+            raise ValueError
+    except ValueError:
+        raise InputError(cell(path, line, "Elapsed"), text, "must be a Slurm run time [DD-][HH:]MM:SS") from None
+    return out
+
+
+def _slurm_tres(path: Path, line: int, text: str) -> tuple[float, float, float, str]:
+    """GPUs, cores, GiB and GPU type of an ``AllocTRES`` cell (``cpu=8,mem=64G,gres/gpu:a100=2``;
+    ``nan`` for what it does not list, 0 GPUs where it lists none)."""
+    gpus, typed, cpus, mem, gtype = math.nan, math.nan, math.nan, math.nan, ""
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise InputError(cell(path, line, "AllocTRES"), text, "must be KEY=VALUE pairs (cpu=8,mem=64G,gres/gpu=2)")
+        try:
+            if key == "gres/gpu":
+                gpus = float(value)
+            elif key.startswith("gres/gpu:"):
+                typed, gtype = (typed if math.isfinite(typed) else 0.0) + float(value), key.split(":", 1)[1].upper()
+            elif key == "cpu":
+                cpus = float(value)
+            elif key == "mem":
+                scale = _SLURM_MEM.get(value[-1:].upper())
+                mem = float(value[:-1]) * scale if scale is not None else float(value) / 1024
+        except ValueError:
+            raise InputError(cell(path, line, "AllocTRES"), item, "must be a number (with K, M, G or T for memory)") from None
+    total = gpus if math.isfinite(gpus) else typed
+    return (total if math.isfinite(total) else 0.0), cpus, mem, gtype
+
+
+def load_sacct(path: str | Path) -> Trace:
+    """Slurm accounting (``sacct --allusers --parsable2 --format=JobID,Account,Submit,Start,Elapsed,AllocTRES``,
+    a ``|``-separated file; ``--delimiter=,`` works too).
+
+    Arrival is ``Submit`` (an ISO date-time), run time ``Elapsed``; GPUs, cores and memory come
+    from ``AllocTRES`` (``gres/gpu=N``, or the sum of ``gres/gpu:TYPE=N``, whose type, in capitals
+    (``a100`` is ``A100``), becomes the job's GPU-type constraint; ``cpu=``, ``mem=`` become its fixed demand). Job steps
+    (``123.batch``, ``123.0``) are skipped, counted as ``skipped_job_steps``; jobs that never
+    started (``Start`` is ``Unknown`` or ``None``) are dropped as ``dropped_never_scheduled``,
+    jobs without GPUs as ``dropped_cpu_only``. The tenant is ``Account`` (else ``User``).
+    """
+    p = Path(path)
+    rows = read_rows(p, ["JobID", "Submit", "Elapsed", "AllocTRES"])
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
+    notes: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        ln = rows.lines[i]
+        raw = text_of(r, "JobID")
+        if "." in raw:
+            notes["skipped_job_steps"] = notes.get("skipped_job_steps", 0) + 1
+            continue
+        jid = job_id(p, ln, "JobID", raw, seen)
+        if "Start" in r and text_of(r, "Start") in ("Unknown", "None", ""):
+            notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
+            continue
+        g_raw, cpus, mem, gtype = _slurm_tres(p, ln, text_of(r, "AllocTRES"))
+        g = gpu_count(p, ln, "AllocTRES", g_raw, notes)
+        if g is None:
+            continue
+        cols["job_id"].append(jid)
+        cols["line"].append(ln)
+        cols["submit_s"].append(time_value(p, ln, "Submit", r.get("Submit")))
+        cols["duration_s"].append(_slurm_elapsed(p, ln, text_of(r, "Elapsed")))
+        cols["gpus"].append(g)
+        cols["cpu_cores"].append(cpus)
+        cols["mem_gib"].append(mem)
+        cols["tenant"].append(text_of(r, "Account") or text_of(r, "User"))
+        cols["gpu_type"].append(gtype)
+    drop_and_rebase(p, cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
 _SNIFF = {
     "normalized": {"job_id", "submit_time_s", "duration_s", "num_gpus"},
     "philly": {"timestamp", "duration", "num_gpus"},
     "alibaba": {"name", "cpu_milli", "num_gpu", "creation_time"},
     "helios": {"job_id", "gpu_num", "submit_time", "duration"},
+    "sacct": {"JobID", "Submit", "Elapsed", "AllocTRES"},
 }
-LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios}
+LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios, "sacct": load_sacct}
 
 
 #: the trace argument that names the bundled sample (a slice of the Philly trace; optsched/data)
@@ -408,7 +500,7 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
         if cols <= header:
             return LOADERS[name](p)
     if first.lstrip()[:1] in ("{", "["):
-        raise InputError("path", str(p), "looks like JSON; traces are CSV files (normalized, Philly, Alibaba, Helios, or any layout "
+        raise InputError("path", str(p), "looks like JSON; traces are CSV files (normalized, Philly, Alibaba, Helios, sacct, or any layout "
                                          "described with --columns / --schema): convert it to CSV first")
     raise InputError("path", str(p), f"unrecognised trace header {short_list(names)}; pass the format, or describe the "
                       "columns with a CsvSchema (optsched simulate --columns / --schema)")
