@@ -106,3 +106,35 @@ def test_a_slurm_sacct_export_is_read_as_it_comes(tmp_path):
     with pytest.raises(InputError) as e:
         load_trace(p)
     assert e.value.field == "slurm.txt[line 2].AllocTRES"
+
+
+def test_the_original_philly_job_log_is_read_as_it_comes(tmp_path):
+    """Philly's cluster_job_log (JSON): arrival submitted_time, run time the attempts' summed,
+    GPUs the most an attempt held; jobs that never ran dropped and counted; bad fields named."""
+    import json
+
+    def attempt(start, end, *gpus):
+        return {"start_time": start, "end_time": end, "detail": [{"ip": f"m{k}", "gpus": [f"gpu{x}" for x in range(g)]}
+                                                                 for k, g in enumerate(gpus)]}
+
+    jobs = [
+        {"jobid": "a1", "vc": "vc1", "submitted_time": "2017-10-07 11:06:22", "attempts": [attempt("2017-10-07 11:06:25", "2017-10-07 11:07:55", 2)]},
+        {"jobid": "a2", "vc": "vc2", "submitted_time": "2017-10-07 11:10:00", "attempts": []},
+        {"jobid": "a3", "vc": "vc2", "submitted_time": "2017-10-07 11:20:00", "attempts": [
+            attempt("2017-10-07 12:00:00", "2017-10-07 12:10:00", 1, 3), attempt("2017-10-07 13:00:00", "2017-10-07 13:05:00", 1)]},
+        {"jobid": "a4", "vc": "vc3", "submitted_time": "2017-10-07 11:30:00", "attempts": [attempt("2017-10-07 12:00:00", None)]},
+    ]
+    p = tmp_path / "cluster_job_log"
+    p.write_text(json.dumps(jobs))
+    tr = load_trace(p)
+    assert tr.job_id == ("a1", "a3") and tr.submit_s.tolist() == [0.0, 818.0] and tr.duration_s.tolist() == [90.0, 900.0]
+    assert tr.gpus.tolist() == [2, 4] and tr.tenant == ("vc1", "vc2") and tr.notes == {"dropped_never_scheduled": 2}
+    assert load_trace(p, "philly-json").job_id == tr.job_id
+    jobs[2]["attempts"][1]["end_time"] = "yesterday"
+    p.write_text(json.dumps(jobs))
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "cluster_job_log[2].attempts[1].end_time"
+    p.write_text('{"jobid": "a1"}')
+    with pytest.raises(InputError, match="JSON object"):
+        load_trace(p)

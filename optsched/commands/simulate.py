@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "synthetic:PRESET[:KEY=VALUE,...] to generate one (presets parametric, synergy, gang-heavy, "
                                  "philly-multi; e.g. synthetic:gang-heavy:jobs=500,gpus=176,load=1.1; the seed is --seed "
                                  "unless given)")
-    p.add_argument("--format", default="auto", help="auto (from the header), normalized, philly, alibaba, helios or sacct (Slurm)")
+    p.add_argument("--format", default="auto", help="auto (from the header), normalized, philly, philly-json (the original job log), alibaba, helios or sacct (Slurm)")
     p.add_argument("--start", default="0", help="window start after the first arrival (e.g. 0, 12h, 7d)")
     p.add_argument("--length", default=None, help="window length (e.g. 1d, 30d; default: to the end)")
     p.add_argument("--max-jobs", type=int, default=None, help="at most this many jobs from the window")

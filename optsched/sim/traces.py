@@ -9,6 +9,7 @@ read four formats into it:
 * Alibaba GPU v2023 pod lists (:func:`load_alibaba_pods`);
 * the Helios format ``job_id, user, vc, gpu_num, node_num, state, submit_time, duration``
   (:func:`load_helios`);
+* the original Philly job log, JSON (:func:`load_philly_json`, :mod:`optsched.sim.philly_json`);
 * Slurm accounting, ``sacct --parsable2`` with ``JobID, Submit, Elapsed, AllocTRES``
   (:func:`load_sacct`);
 * any other CSV layout that a :class:`CsvSchema` describes (its columns and time unit,
@@ -55,6 +56,7 @@ from optsched.sim.csv_rows import (
     time_value,
 )
 from optsched.sim.csv_schema import SCHEMA_FIELDS, TIME_UNITS, CsvSchema
+from optsched.sim.philly_json import is_philly_json, read_philly_json
 
 __all__ = [
     "LOADERS",
@@ -69,6 +71,7 @@ __all__ = [
     "load_helios",
     "load_normalized",
     "load_philly",
+    "load_philly_json",
     "load_sacct",
     "load_trace",
     "write_trace_csv",
@@ -303,6 +306,15 @@ def load_philly(path: str | Path) -> Trace:
     return Trace.from_columns(p.stem, cols, notes)
 
 
+def load_philly_json(path: str | Path) -> Trace:
+    """The original Philly job log ``cluster_job_log`` (a JSON list of jobs; the columns as
+    :func:`optsched.sim.philly_json.read_philly_json` reads them)."""
+    p = Path(path)
+    cols, notes = read_philly_json(p)
+    drop_and_rebase(p, cols, notes)
+    return Trace.from_columns(p.stem, cols, notes)
+
+
 def load_alibaba_pods(path: str | Path) -> Trace:
     """Alibaba GPU v2023 pod list (``openb_pod_list_*.csv``).
 
@@ -461,7 +473,8 @@ _SNIFF = {
     "helios": {"job_id", "gpu_num", "submit_time", "duration"},
     "sacct": {"JobID", "Submit", "Elapsed", "AllocTRES"},
 }
-LOADERS = {"normalized": load_normalized, "philly": load_philly, "alibaba": load_alibaba_pods, "helios": load_helios, "sacct": load_sacct}
+LOADERS = {"normalized": load_normalized, "philly": load_philly, "philly-json": load_philly_json, "alibaba": load_alibaba_pods,
+           "helios": load_helios, "sacct": load_sacct}
 
 
 #: the trace argument that names the bundled sample (a slice of the Philly trace; optsched/data)
@@ -494,14 +507,16 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
         raise InputError("path", str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError("path", str(p), f"cannot be read: {e}") from None
+    if is_philly_json(first):
+        return load_philly_json(p)
     names = header_names(p, first, at[0] if at else 1)
     header = set(names)
     for name, cols in _SNIFF.items():
         if cols <= header:
             return LOADERS[name](p)
-    if first.lstrip()[:1] in ("{", "["):
-        raise InputError("path", str(p), "looks like JSON; traces are CSV files (normalized, Philly, Alibaba, Helios, sacct, or any layout "
-                                         "described with --columns / --schema): convert it to CSV first")
+    if first.lstrip()[:1] == "{":
+        raise InputError("path", str(p), "looks like a JSON object; traces are CSV files (normalized, Philly, Alibaba, Helios, sacct, "
+                                         "or any layout described with --columns / --schema) or Philly's JSON job log (a list)")
     raise InputError("path", str(p), f"unrecognised trace header {short_list(names)}; pass the format, or describe the "
                       "columns with a CsvSchema (optsched simulate --columns / --schema)")
 
