@@ -54,16 +54,8 @@ def _round(p: dict[str, Any]) -> dict[str, Any]:
     _sync_method(p.get("method_info"))
     state = None if p["state"] is None else RoundState.from_dict(p["state"])
     chain = RoundSolver(p["solver"], time_limit=p["time_limit"], seed=p["seed"], gap_target=p["gap_target"], state=state)
-    result = chain.solve(p["instance"]).to_dict()
-    kept = chain.state.to_dict()
-    # a round the chain answered without calling the solver (carried, skipped) names the solver
-    # with the method "exact" whatever its family: report the family of the solver named, as
-    # /v1/solve does (a reused round keeps what the round it reuses reported)
-    family = registry.get_method(p["solver"]).family
-    for doc in (result, kept["result"]):
-        if doc.get("solver") == p["solver"]:
-            doc["method"] = family
-    return {"result": result, "state": kept}
+    result = chain.solve(p["instance"])  # its method is the solver's family, however the round was answered
+    return {"result": result.to_dict(), "state": chain.state.to_dict()}
 
 
 def _ping(p: dict[str, Any]) -> dict[str, Any]:
