@@ -102,7 +102,10 @@ def test_an_unknown_header_error_is_short_and_json_is_named(tmp_path):
         load_trace(wide)
     assert len(str(e.value)) < 2_000 and "476 more" in str(e.value)
     js = _write(tmp_path, "jobs.json", '[{"job_id": "a", "submit": 0}]')
-    with pytest.raises(InputError, match="looks like JSON"):
+    with pytest.raises(InputError, match="Philly's job log .* convert other JSON to CSV"):
+        load_trace(js)
+    js.write_text('{"jobs": [{"job_id": "a", "submit": 0}]}')
+    with pytest.raises(InputError, match="looks like a JSON object"):
         load_trace(js)
 
 

@@ -62,8 +62,10 @@ def read_philly_json(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
     seen: set[str] = set()
     for i, job in enumerate(jobs):
         at = f"{name}[{i}]"
-        if not isinstance(job, dict):
-            raise InputError(at, job, "must be a job object (jobid, submitted_time, attempts)")
+        if not isinstance(job, dict) or not {"jobid", "submitted_time"} <= job.keys():
+            raise InputError(at, job if not isinstance(job, dict) else sorted(job)[:8],
+                             "a JSON list is read as Philly's job log (cluster_job_log), whose jobs have jobid, submitted_time "
+                             "and attempts; convert other JSON to CSV (normalized schema, or any layout with --columns)")
         jid = job.get("jobid")
         if not isinstance(jid, str) or not jid:
             raise InputError(f"{at}.jobid", jid, "is required: the job's id")
