@@ -37,11 +37,17 @@ def load_json(path: str | Path) -> Any:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
         raise InputError("path", str(p), f"cannot be read: {e or type(e).__name__}") from None
+    return _parse_source(raw, "path", str(p))
+
+
+def _parse_source(raw: bytes, field: str, name: str) -> Any:
+    """:func:`parse_json` of ``raw``, a document that cannot be parsed at all named as its
+    source (``field`` ``name``: a file's path, or stdin); a refused value keeps its JSON path."""
     try:
         return parse_json(raw)
     except InputError as e:
         if e.field == "body":
-            raise InputError("path", str(p), e.problem) from None
+            raise InputError(field, name, e.problem) from None
         raise
 
 
@@ -66,12 +72,7 @@ def read_stdin() -> Any:
         raise InputError("stdin", "-", f"cannot be read: {e or type(e).__name__}") from None
     if not raw.strip():
         raise InputError("stdin", "-", "is empty: pipe a JSON document into it")
-    try:
-        return parse_json(raw)
-    except InputError as e:
-        if e.field == "body":
-            raise InputError("stdin", "-", e.problem) from None
-        raise
+    return _parse_source(raw, "stdin", "-")
 
 
 def _gunzip(raw: bytes) -> bytes:
