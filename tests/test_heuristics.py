@@ -152,3 +152,24 @@ def test_fungible_greedy_places_a_gang_that_fits_only_below_its_lean_point():
     a = res.schedule.jobs["g"]
     assert a.mem_per_gpu_gb == 16 and not check_schedule(inst, res.schedule)
     assert res.objective == pytest.approx(solve_round(inst, solver="cpsat", time_limit=5.0).objective)
+
+
+@pytest.mark.parametrize("max_moves", [None, 0])
+def test_a_gang_takes_a_running_jobs_node_rather_than_spread_over_more_nodes(max_moves):
+    """Unclaimed room first, but not at the price of a wider gang: an 8-GPU newcomer that would
+    span two nodes of unclaimed room takes the one node a lighter running job holds, and that job
+    moves (or, with moves forbidden, waits): its restart costs less than the gang's spread."""
+    nodes = [Node("n0", "V100", 8, 80, 800), Node("n1", "V100", 8, 80, 800), Node("n2", "V100", 8, 80, 800)]
+    jobs = [Job("gang", 8, FLAT, (2, 10), weight=5.0),
+            Job("r", 2, FLAT, (2, 10), placement={"n0": 2}, restart_s=60),
+            Job("b1", 4, FLAT, (2, 10), placement={"n1": 4}, weight=9.0),
+            Job("b2", 4, FLAT, (2, 10), placement={"n2": 4}, weight=9.0)]
+    inst = Instance("t", tuple(nodes), tuple(jobs), Round(300.0, False, max_moves=max_moves))
+    for cls in SOLVERS:
+        s = _run(cls, inst).schedule
+        assert s.jobs["gang"].nodes == {"n0": 8}, (cls.__name__, s.jobs)
+        assert s.jobs["b1"].nodes == {"n1": 4} and s.jobs["b2"].nodes == {"n2": 4}
+        if max_moves == 0:
+            assert "r" not in s.jobs
+        else:
+            assert len(s.jobs["r"].nodes) == 1 and "n0" not in s.jobs["r"].nodes

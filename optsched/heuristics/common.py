@@ -97,7 +97,8 @@ class Cluster(FreeCapacity):
         One node when any fits: the one with fewest leftover GPUs, then CPUs, then memory, then
         lowest index. Otherwise split over the fewest nodes (largest per-node capacities first).
         ``None`` when the type's total capacity is too small. Room claimed by running jobs not
-        placed yet (:meth:`claim_running`) is used only where the unclaimed room cannot hold the gang.
+        placed yet (:meth:`claim_running`) is used only where the unclaimed room cannot hold the gang
+        or would spread it over more nodes than the whole room does.
         """
         idx = self.by_type.get(gpu_type)
         if idx is None or idx.size == 0:
@@ -106,6 +107,10 @@ class Cluster(FreeCapacity):
         if self._claimed is not None and self._claimed[0, idx].any():
             cg, cc, cm = self._claimed[:, idx]
             out = self._fit(idx, g, c, m, np.maximum(fg - cg, 0), np.maximum(fc - cc, 0), np.maximum(fm - cm, 0))
+            if out is not None and len(out) > 1:  # a spread the claimed room may spare the gang
+                whole_room = self._fit(idx, g, c, m, fg, fc, fm)
+                if whole_room is not None and len(whole_room) < len(out):
+                    return whole_room
             if out is not None:
                 return out
         return self._fit(idx, g, c, m, fg, fc, fm)
