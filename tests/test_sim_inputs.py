@@ -290,12 +290,18 @@ def test_a_schema_maps_trace_model_names_and_refuses_unknown_ones(tmp_path):
     assert e.value.field == "m.csv[line 2].arch" and "models can map it" in e.value.problem
     sp = _write(tmp_path, "s.json", json.dumps({"columns": cols, "models": {"vgg16": "ResNet-50", "BERT-large": "bert"}}))
     schema = CsvSchema.from_file(sp)
-    assert dict(schema.models) == {"vgg16": "resnet50", "BERT-large": "bert"} and schema.to_dict()["models"] == schema.models
+    assert dict(schema.models) == {"vgg16": "ResNet-50", "BERT-large": "bert"} and schema.to_dict()["models"] == schema.models
+    matched = schema.for_catalogue()  # the targets as the catalogue's names (the catalogue the trace is read with)
+    assert dict(matched.models) == {"vgg16": "resnet50", "BERT-large": "bert"} and matched.to_dict()["models"] == matched.models
     assert load_csv(p, schema).model == ("resnet50", "bert", "mobilenet")
     assert "models" not in CsvSchema(cols).to_dict()  # run ids of schemas without one stay as they were
-    with pytest.raises(InputError) as e:
-        CsvSchema(cols, models={"vgg16": "vgg"})
-    assert e.value.field == "models.vgg16"
+    vgg = CsvSchema(cols, models={"vgg16": "vgg"})
+    for check in (vgg.for_catalogue, lambda: load_csv(p, vgg)):
+        with pytest.raises(InputError) as e:
+            check()
+        assert e.value.field == "models.vgg16" and "is not a catalogue model" in e.value.problem
+    with pytest.raises(InputError, match="models.vgg16: must be a model name"):
+        CsvSchema(cols, models={"vgg16": 16})
     with pytest.raises(InputError, match="columns.model"):
         CsvSchema({"submit": "t", "gpus": "g", "duration": "d"}, models={"vgg16": "resnet50"})
     toml = _write(tmp_path, "s.toml", '[columns]\nsubmit = "t"\ngpus = "g"\nduration = "d"\nmodel = "arch"\n[models]\nvgg16 = "res50"\n'

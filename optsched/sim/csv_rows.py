@@ -6,13 +6,13 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from optsched import catalogue
 from optsched.errors import InputError
+from optsched.sim.catalogues import ModelNames
 
 __all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_and_rebase", "flag", "fraction", "gpu_count",
            "header_names", "job_id", "model_name", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
@@ -166,17 +166,16 @@ def job_id(path: Path, line: int, col: str, text: str | None, seen: dict[str, in
     return jid
 
 
-def model_name(path: Path, line: int, col: str, text: str | None, aliases: Mapping[str, str], known: dict[str, str]) -> str:
-    """A model cell as its catalogue name (:func:`optsched.catalogue.match_model` with ``aliases``,
-    the catalogue's and a schema's ``models``); an empty cell stays empty. ``known`` caches the
-    names matched so far (a trace names few models, many times)."""
+def model_name(path: Path, line: int, col: str, text: str | None, names: ModelNames) -> str:
+    """A model cell as the name of the catalogue in use (``names``: its models and aliases, and a
+    schema's ``models``); an empty cell stays empty. A name it does not know is refused naming the cell."""
     name = (text or "").strip()
-    if name and name not in known:
-        try:
-            known[name] = catalogue.match_model(name, catalogue.MODELS, aliases)
-        except InputError as e:
-            raise InputError(cell(path, line, col), name, e.problem + "; a --schema file's models can map it to one") from None
-    return known.get(name, "")
+    if not name:
+        return ""
+    try:
+        return names.match(name)
+    except InputError as e:
+        raise InputError(cell(path, line, col), name, e.problem + "; a --schema file's models can map it to one") from None
 
 
 def fraction(path: Path, line: int, col: str, text: str | None) -> float:

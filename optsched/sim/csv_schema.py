@@ -9,13 +9,13 @@ import json
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from optsched import catalogue
 from optsched.errors import InputError
+from optsched.sim.catalogues import Catalogue, ModelNames
 
 __all__ = ["SCHEMA_FIELDS", "TIME_UNITS", "CsvSchema"]
 
@@ -46,7 +46,9 @@ class CsvSchema:
     is the cores one unit of ``cpu_cores`` stands for (PAI 2020's ``plan_cpu``: 0.01). ``models``
     maps names the ``model`` column holds to catalogue models (or aliases), for names that
     :func:`optsched.catalogue.match_model` does not match by itself (a trace's ``vgg-ish`` ->
-    ``resnet50``); it is consulted first, names as the trace spells them.
+    ``resnet50``); it is consulted first, names as the trace spells them. Its targets are checked
+    against the catalogue the trace is read with (:meth:`for_catalogue`), which need not be
+    :mod:`optsched.catalogue`.
     """
 
     columns: Mapping[str, str]
@@ -93,11 +95,24 @@ class CsvSchema:
         for k, v in self.models.items():
             if not isinstance(k, str) or not k.strip():
                 raise InputError("models", k, "must map model names as the trace spells them")
+            if not isinstance(v, str):
+                raise InputError(f"models.{k}", v, "must be a model name")
+            models[k.strip()] = v
+        object.__setattr__(self, "models", MappingProxyType(models))
+
+    def for_catalogue(self, catalogue: Catalogue | None = None) -> CsvSchema:
+        """This schema with the targets of its ``models`` as ``catalogue``'s names (default:
+        :mod:`optsched.catalogue`), matched as the trace's names are
+        (:class:`~optsched.sim.catalogues.ModelNames`); a target the catalogue does not know is
+        refused (field ``models.NAME``). :func:`optsched.sim.traces.load_csv` reads with it."""
+        names = ModelNames(catalogue)
+        models = {}
+        for k, v in self.models.items():
             try:
-                models[k.strip()] = catalogue.match_model(v)
+                models[k] = names.match(v)
             except InputError as e:
                 raise InputError(f"models.{k}", v, e.problem) from None
-        object.__setattr__(self, "models", MappingProxyType(models))
+        return replace(self, models=models)
 
     @staticmethod
     def parse_columns(text: str) -> dict[str, str]:

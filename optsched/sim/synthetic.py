@@ -253,20 +253,20 @@ def _reshape(base: dict[int, float], gang_share: float | None, node_gpus: int) -
     return {g: w for g, w in sorted(out.items()) if w > 0}
 
 
-def _source(spec: SyntheticSpec) -> Trace:
+def _source(spec: SyntheticSpec, catalogue: Catalogue) -> Trace:
     src = spec.source
     if not isinstance(src, Trace):
         if src is None or str(src) == "":
             raise InputError("source", src, f"the {spec.name} preset resamples a trace: give its path (--source PATH, or source=PATH after synthetic:)")
-        src = load_trace(sample_trace_path() if str(src) == SAMPLE else src)
+        src = load_trace(sample_trace_path() if str(src) == SAMPLE else src, catalogue=catalogue)
     keep = src.gpus >= spec.source_min_gpus
     if not keep.any():
         raise InputError("source", src.name, f"has no job with >= {spec.source_min_gpus} GPUs to resample")
     return src.take(keep)
 
 
-def _draw_sizes_durations(spec: SyntheticSpec, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-    src = _source(spec) if "trace" in (spec.sizes, spec.duration) else None
+def _draw_sizes_durations(spec: SyntheticSpec, rng: np.random.Generator, n: int, catalogue: Catalogue) -> tuple[np.ndarray, np.ndarray]:
+    src = _source(spec, catalogue) if "trace" in (spec.sizes, spec.duration) else None
     if spec.sizes == "trace":
         assert src is not None
         gang = src.gpus > spec.node_gpus
@@ -311,7 +311,8 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
         A name of :data:`PRESETS` (``parametric``, ``synergy``, ``gang-heavy``,
         ``philly-multi``) or a :class:`SyntheticSpec`.
     catalogue
-        Where models come from (default: :mod:`optsched.catalogue`).
+        Where models come from (default: :mod:`optsched.catalogue`); a ``source`` file's model
+        names are matched against it.
     **overrides
         :class:`SyntheticSpec` fields replacing the preset's. Setting ``jobs`` clears the preset's
         ``span_s`` and vice versa; likewise ``rate_per_h`` and ``load``; setting any of
@@ -334,7 +335,7 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
     rng = np.random.default_rng(spec.seed)
     cat = catalogue if catalogue is not None else default_catalogue()
     if spec.jobs is not None:
-        gpus, dur = _draw_sizes_durations(spec, rng, spec.jobs)
+        gpus, dur = _draw_sizes_durations(spec, rng, spec.jobs, cat)
         gaps = rng.exponential(1.0, spec.jobs)
         gaps[0] = 0.0
         t = np.cumsum(gaps)
@@ -349,18 +350,18 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
         assert spec.span_s is not None
         if spec.rate_per_h is not None:
             n = int(rng.poisson(spec.rate_per_h * spec.span_s / 3600.0))
-            gpus, dur = _draw_sizes_durations(spec, rng, n)
+            gpus, dur = _draw_sizes_durations(spec, rng, n, cat)
             t = np.sort(rng.uniform(0.0, spec.span_s, n))
         else:
             assert spec.gpus is not None and spec.load is not None
             need = spec.load * spec.gpus * spec.span_s
-            gpus, dur = _draw_sizes_durations(spec, rng, 64)
+            gpus, dur = _draw_sizes_durations(spec, rng, 64, cat)
             if need > 100 * MAX_TRACE_JOBS * float(np.mean(gpus * dur)):  # far beyond the limit: no need to draw up to it
                 _too_many(spec)
             while float(np.sum(gpus * dur)) < need:
                 if len(gpus) >= MAX_TRACE_JOBS:
                     _too_many(spec)
-                g2, d2 = _draw_sizes_durations(spec, rng, min(max(64, len(gpus)), MAX_TRACE_JOBS - len(gpus)))
+                g2, d2 = _draw_sizes_durations(spec, rng, min(max(64, len(gpus)), MAX_TRACE_JOBS - len(gpus)), cat)
                 gpus, dur = np.concatenate([gpus, g2]), np.concatenate([dur, d2])
             cum = np.cumsum(gpus * dur)
             n = int(np.searchsorted(cum, need)) + 1  # the job that crosses the need, or the one before

@@ -11,7 +11,7 @@ read four formats into it:
   (:func:`load_helios`);
 * the original Philly job log, JSON (:func:`load_philly_json`, :mod:`optsched.sim.philly_json`);
 * Slurm accounting, ``sacct --parsable2`` with ``JobID, Submit, Elapsed, AllocTRES``
-  (:func:`load_sacct`);
+  (:func:`load_sacct`, :mod:`optsched.sim.sacct`);
 * any other CSV layout that a :class:`CsvSchema` describes (its columns and time unit,
   :func:`load_csv`).
 
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from optsched import catalogue
 from optsched.errors import InputError
+from optsched.sim.catalogues import Catalogue, ModelNames
 from optsched.sim.csv_rows import (
     cell,
     drop_and_rebase,
@@ -57,6 +57,7 @@ from optsched.sim.csv_rows import (
 )
 from optsched.sim.csv_schema import SCHEMA_FIELDS, TIME_UNITS, CsvSchema
 from optsched.sim.philly_json import is_philly_json, read_philly_json
+from optsched.sim.sacct import read_sacct
 
 __all__ = [
     "LOADERS",
@@ -208,13 +209,14 @@ class Trace:
 # --- the loaders ------------------------------------------------------------------------------------
 
 
-def load_normalized(path: str | Path) -> Trace:
+def load_normalized(path: str | Path, *, catalogue: Catalogue | None = None) -> Trace:
     """The normalized schema (``../shared/traces/normalized/*.csv``) plus optional replay columns.
 
     Required: ``job_id, submit_time_s, duration_s, num_gpus``. Optional: ``gpu_fraction,
     cpu_cores, mem_gib, tenant, gpu_type, model, cpus_per_gpu, mem_per_gpu_gb``; ``censored``
     rows are replayed with their (lower-bound) duration and counted in ``notes``. Submit times are
-    rebased so that the first arrival is at 0, as every loader does.
+    rebased so that the first arrival is at 0, as every loader does. Model names are matched
+    against ``catalogue`` (default: :mod:`optsched.catalogue`).
     """
     p = Path(path)
     rows = read_rows(p, ["job_id", "submit_time_s", "duration_s", "num_gpus"])
@@ -223,7 +225,7 @@ def load_normalized(path: str | Path) -> Trace:
         "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
-    models: dict[str, str] = {}
+    names = ModelNames(catalogue)
     for i, r in enumerate(rows):
         ln = rows.lines[i]
         jid = job_id(p, ln, "job_id", r.get("job_id"), seen)
@@ -242,7 +244,7 @@ def load_normalized(path: str | Path) -> Trace:
             cols[c].append(number(p, ln, c, r.get(c), required=False, at_least=0))
         for c in ("tenant", "gpu_type"):
             cols[c].append(text_of(r, c))
-        cols["model"].append(model_name(p, ln, "model", r.get("model"), catalogue.ALIASES, models))
+        cols["model"].append(model_name(p, ln, "model", r.get("model"), names))
     drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
@@ -378,50 +380,6 @@ def load_helios(path: str | Path) -> Trace:
     return Trace.from_columns(p.stem, cols, notes)
 
 
-#: Slurm's memory suffixes in ``AllocTRES`` (``mem=64G``), in GiB; a bare number is MiB
-_SLURM_MEM = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0, "P": 1024.0**2}
-
-
-def _slurm_elapsed(path: Path, line: int, text: str) -> float:
-    """Seconds of a Slurm ``Elapsed`` cell: ``[DD-][HH:]MM:SS[.sss]``."""
-    days, _, clock = text.strip().rpartition("-")
-    parts = clock.split(":")
-    try:
-        if not 2 <= len(parts) <= 3 or (days and not days.isdigit()):
-            raise ValueError
-        h, m, s = ([0.0] * (3 - len(parts))) + [float(x) for x in parts]
-        out = int(days or 0) * 86400 + h * 3600 + m * 60 + s
-        if not math.isfinite(out) or min(h, m, s) < 0:
-            raise ValueError
-    except ValueError:
-        raise InputError(cell(path, line, "Elapsed"), text, "must be a Slurm run time [DD-][HH:]MM:SS") from None
-    return out
-
-
-def _slurm_tres(path: Path, line: int, text: str) -> tuple[float, float, float, str]:
-    """GPUs, cores, GiB and GPU type of an ``AllocTRES`` cell (``cpu=8,mem=64G,gres/gpu:a100=2``;
-    ``nan`` for what it does not list, 0 GPUs where it lists none)."""
-    gpus, typed, cpus, mem, gtype = math.nan, math.nan, math.nan, math.nan, ""
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise InputError(cell(path, line, "AllocTRES"), text, "must be KEY=VALUE pairs (cpu=8,mem=64G,gres/gpu=2)")
-        try:
-            if key == "gres/gpu":
-                gpus = float(value)
-            elif key.startswith("gres/gpu:"):
-                typed, gtype = (typed if math.isfinite(typed) else 0.0) + float(value), key.split(":", 1)[1].upper()
-            elif key == "cpu":
-                cpus = float(value)
-            elif key == "mem":
-                scale = _SLURM_MEM.get(value[-1:].upper())
-                mem = float(value[:-1]) * scale if scale is not None else float(value) / 1024
-        except ValueError:
-            raise InputError(cell(path, line, "AllocTRES"), item, "must be a number (with K, M, G or T for memory)") from None
-    total = gpus if math.isfinite(gpus) else typed
-    return (total if math.isfinite(total) else 0.0), cpus, mem, gtype
-
-
 def load_sacct(path: str | Path) -> Trace:
     """Slurm accounting (``sacct --allusers --parsable2 --format=JobID,Account,Submit,Start,Elapsed,AllocTRES``,
     a ``|``-separated file; ``--delimiter=,`` works too).
@@ -434,34 +392,7 @@ def load_sacct(path: str | Path) -> Trace:
     jobs without GPUs as ``dropped_cpu_only``. The tenant is ``Account`` (else ``User``).
     """
     p = Path(path)
-    rows = read_rows(p, ["JobID", "Submit", "Elapsed", "AllocTRES"])
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
-    notes: dict[str, int] = {}
-    seen: dict[str, int] = {}
-    for i, r in enumerate(rows):
-        ln = rows.lines[i]
-        raw = text_of(r, "JobID")
-        if "." in raw:
-            notes["skipped_job_steps"] = notes.get("skipped_job_steps", 0) + 1
-            continue
-        jid = job_id(p, ln, "JobID", raw, seen)
-        if "Start" in r and text_of(r, "Start") in ("Unknown", "None", ""):
-            notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
-            continue
-        g_raw, cpus, mem, gtype = _slurm_tres(p, ln, text_of(r, "AllocTRES"))
-        g = gpu_count(p, ln, "AllocTRES", g_raw, notes)
-        if g is None:
-            continue
-        cols["job_id"].append(jid)
-        cols["line"].append(ln)
-        cols["submit_s"].append(time_value(p, ln, "Submit", r.get("Submit")))
-        cols["duration_s"].append(_slurm_elapsed(p, ln, text_of(r, "Elapsed")))
-        cols["gpus"].append(g)
-        cols["cpu_cores"].append(cpus)
-        cols["mem_gib"].append(mem)
-        cols["tenant"].append(text_of(r, "Account") or text_of(r, "User"))
-        cols["gpu_type"].append(gtype)
+    cols, notes = read_sacct(p)
     drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)
 
@@ -487,17 +418,18 @@ def sample_trace_path() -> Path:
     return Path(str(files("optsched") / "data" / "philly-sample.csv"))
 
 
-def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = None) -> Trace:
+def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = None, *, catalogue: Catalogue | None = None) -> Trace:
     """Load a trace in ``fmt`` (one of :data:`LOADERS`) or guess the format from the header;
-    with a ``schema``, read any CSV layout it describes (:func:`load_csv`)."""
+    with a ``schema``, read any CSV layout it describes (:func:`load_csv`). A ``model`` column's
+    names are matched against ``catalogue`` (default: :mod:`optsched.catalogue`)."""
     if schema is not None:
         if fmt not in ("auto", "custom"):
             raise InputError("format", fmt, "a column schema describes the format itself; leave the format at auto")
-        return load_csv(path, schema)
+        return load_csv(path, schema, catalogue=catalogue)
     if fmt != "auto":
         if fmt not in LOADERS:
             raise InputError("format", fmt, f"unknown trace format; known: {['auto', *LOADERS]}")
-        return LOADERS[fmt](path)
+        return _load(fmt, path, catalogue)
     p = Path(path)
     at: list[int] = []
     try:
@@ -513,7 +445,7 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
     header = set(names)
     for name, cols in _SNIFF.items():
         if cols <= header:
-            return LOADERS[name](p)
+            return _load(name, p, catalogue)
     if first.lstrip()[:1] == "{":
         raise InputError("path", str(p), "looks like a JSON object; traces are CSV files (normalized, Philly, Alibaba, Helios, sacct, "
                                          "or any layout described with --columns / --schema) or Philly's JSON job log (a list)")
@@ -521,15 +453,23 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
                       "columns with a CsvSchema (optsched simulate --columns / --schema)")
 
 
+def _load(fmt: str, path: str | Path, catalogue: Catalogue | None) -> Trace:
+    """``LOADERS[fmt]`` on ``path``, giving ``catalogue`` to the loader whose format has a model column."""
+    return load_normalized(path, catalogue=catalogue) if fmt == "normalized" else LOADERS[fmt](path)
+
+
 # --- any CSV layout, described by a schema (optsched.sim.csv_schema) ---------------------------------
 
-def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
+def load_csv(path: str | Path, schema: CsvSchema, *, catalogue: Catalogue | None = None) -> Trace:
     """A trace from a CSV of any layout ``schema`` describes (see :class:`CsvSchema`).
 
     As the other loaders: CPU-only and zero-length jobs dropped, fractional GPUs replayed whole
     (``gpu_fraction``), each counted in ``notes``; submit times rebased to the first arrival.
+    Model names, and the targets of the schema's ``models``, are matched against ``catalogue``
+    (default: :mod:`optsched.catalogue`; :meth:`CsvSchema.for_catalogue`).
     """
     p = Path(path)
+    schema = schema.for_catalogue(catalogue)
     c = schema.columns
     rows = read_rows(p, sorted(set(c.values())), comment=schema.comment, what="the schema names missing column(s)")
     tu, du = TIME_UNITS[schema.time_unit], TIME_UNITS[schema.duration_unit or schema.time_unit]
@@ -542,7 +482,7 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
         "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "cpus_per_gpu", "mem_per_gpu_gb", "tenant", "gpu_type", "model")}
     notes: dict[str, int] = {}
     seen: dict[str, int] = {}
-    aliases, models = {**catalogue.ALIASES, **schema.models}, {}
+    names = ModelNames(catalogue, schema.models)
     for i, r in enumerate(rows):
         ln = rows.lines[i]
         jid = job_id(p, ln, c["id"], r.get(c["id"]), seen) if "id" in c else f"{p.stem}-{i}"
@@ -577,6 +517,6 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Trace:
             cols[f].append(number(p, ln, c[f], r.get(c[f]), required=False, at_least=0, scale=scale) if f in c else math.nan)
         for f in ("tenant", "gpu_type"):
             cols[f].append(text_of(r, c[f]) if f in c else "")
-        cols["model"].append(model_name(p, ln, c["model"], r.get(c["model"]), aliases, models) if "model" in c else "")
+        cols["model"].append(model_name(p, ln, c["model"], r.get(c["model"]), names) if "model" in c else "")
     drop_and_rebase(p, cols, notes)
     return Trace.from_columns(p.stem, cols, notes)

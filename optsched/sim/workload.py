@@ -13,13 +13,13 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from optsched import catalogue as library_catalogue
 from optsched.errors import InputError
 from optsched.model import Elastic, Node, Profile
+from optsched.sim.catalogues import Catalogue, ModelNames, default_catalogue
 from optsched.sim.traces import TIME_UNITS, Trace
 
 __all__ = [
@@ -179,25 +179,6 @@ def _smaller_unit(unit: str, ratio: float) -> str:
 # --- jobs with profiles ---------------------------------------------------------------------------
 
 
-class Catalogue(Protocol):
-    """What the simulator needs from a model catalogue (``optsched.catalogue`` provides it)."""
-
-    MODELS: Any
-
-    def profile(self, model: str, gpus: int) -> Profile: ...
-
-    def demand(self, model: str, gpus: int) -> tuple[int, int]: ...
-
-    def gpu_speeds(self, model: str, gpu_types: Sequence[str]) -> Mapping[str, float]: ...
-
-    def sample_models(self, rng: np.random.Generator, n: int, mix: Any = None) -> Sequence[str]: ...
-
-
-def default_catalogue() -> Catalogue:
-    """The library's model catalogue (:mod:`optsched.catalogue`)."""
-    return library_catalogue  # type: ignore[return-value]
-
-
 @dataclass(frozen=True)
 class SimJob:
     """A job as the simulator replays it. ``work = duration_s x throughput(demand)`` (samples)."""
@@ -254,10 +235,10 @@ def build_workload(
 ) -> Workload:
     """Give every trace job a catalogue model (the trace's ``model`` column -- a catalogue name or
     one of the catalogue's ``ALIASES``, such as Synergy's ``res18``, matched as
-    :func:`optsched.catalogue.match_model` does -- else sampled with ``seed`` and ``mix``), its
-    profile and fixed demand, and its speeds on the cluster's GPU types. (The trace loaders match
-    the names of a file's ``model`` column already, against :mod:`optsched.catalogue`, naming the
-    line of a name they cannot match.)
+    :func:`optsched.catalogue.match_model` does, :class:`~optsched.sim.catalogues.ModelNames` --
+    else sampled with ``seed`` and ``mix``), its profile and fixed demand, and its speeds on the
+    cluster's GPU types. (The trace loaders match the names of a file's ``model`` column already,
+    against the catalogue they are given, naming the line of a name they cannot match.)
 
     The fixed demand is the trace's per-GPU request where it has one (Alibaba's ``cpu_cores`` /
     ``mem_gib`` divided by the GPUs, or ``cpus_per_gpu`` / ``mem_per_gpu_gb``) snapped to the
@@ -276,7 +257,6 @@ def build_workload(
     rng = np.random.default_rng(seed)
     n = len(trace)
     sampled = list(cat.sample_models(rng, n, mix)) if n else []
-    known = set(getattr(cat, "MODELS", ()) or ())
     gpu_types = tuple(dict.fromkeys(nd.gpu_type for nd in nodes))
     profiles: dict[tuple[str, int], Profile] = {}
     speeds: dict[str, Mapping[str, float]] = {}
@@ -285,17 +265,13 @@ def build_workload(
     type_gpus: dict[str, int] = {}
     for nd in nodes:
         type_gpus[nd.gpu_type] = type_gpus.get(nd.gpu_type, 0) + nd.gpus
-    aliases = dict(getattr(cat, "ALIASES", None) or {})
-    matched: dict[str, str] = {}
+    names = ModelNames(cat)
     for i in range(n):
         model = trace.model[i] or sampled[i]
-        if known and model not in known:  # e.g. Synergy's res18, or ResNet-18 -> resnet18
-            if model not in matched:
-                try:
-                    matched[model] = library_catalogue.match_model(model, known, aliases)
-                except InputError as e:
-                    raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model, e.problem) from None
-            model = matched[model]
+        try:  # e.g. Synergy's res18, or ResNet-18 -> resnet18
+            model = names.match(model)
+        except InputError as e:
+            raise InputError(f"{trace.name}[{trace.job_id[i]}].model", model, e.problem) from None
         g = int(trace.gpus[i])
         key = (model, g)
         if key not in profiles:
