@@ -330,8 +330,62 @@ def test_the_relaxed_programmes_bound_a_nodes_optimum(seed):
     if rng.random() < 0.3:  # mandatory items that the room may not hold
         room = (room[0], max(1, room[1] // 4), max(5, room[2] // 4))
     best = _best(room, items)
-    relaxed = node_refill_module._relaxed(room, items)
+    relaxed, choice = node_refill_module._relaxed(room, items)
     assert relaxed >= best * (1 - 1e-12) if np.isfinite(best) else relaxed >= best
+    if choice is not None:  # a relaxed programme's best choice that fits the node is a best one
+        _assert_best_choice(room, items, choice, best)
+
+
+def _assert_best_choice(room, items, choice, best):
+    """``choice`` picks every mandatory item, fits the room and is worth the tables' optimum."""
+    got = [items[i][1][k] for i, k in enumerate(choice) if k is not None]
+    assert all(k is not None for (mandatory, _, _), k in zip(items, choice, strict=True) if mandatory)
+    assert sum(g for (_, _, g), k in zip(items, choice, strict=True) if k is not None) <= room[0]
+    assert sum(o[0] for o in got) <= room[1] and sum(o[1] for o in got) <= room[2]
+    assert sum(o[2] for o in got) == pytest.approx(best, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_nodes_best_choice_is_the_tables_optimum_with_or_without_the_coarse_programme(seed, monkeypatch):
+    """_solve_node tries a programme with coarser units first (rooms of up to 1,000 GB, far
+    above its cells per axis) and keeps its best choice only where it fits: the choice is worth
+    exactly the exact tables' optimum either way, and the coarse programme does decide some
+    rooms (the test can tell)."""
+    nr = node_refill_module
+    rng = np.random.default_rng(seed)
+    room, items = _random_items(rng)
+    room = (max(2, room[0]), room[1], int(rng.integers(130, 1000)))  # 2+ free GPUs: the tables, not the ways
+    items = [(mand, [(c, m * 3 + int(rng.integers(0, 3)), v) for c, m, v in opts], g) for mand, opts, g in items]
+    best = _best(room, items)
+    choice = nr._solve_node(room, items)
+    if not np.isfinite(best):
+        assert choice is None
+        return
+    _assert_best_choice(room, items, choice, best)
+    exact = []
+    tables = nr._tables
+    monkeypatch.setattr(nr, "_tables", lambda room, items, sizes=([], []), units=None: exact.append(units) or tables(room, items, sizes, units))
+    nr._solve_node(room, items)
+    assert exact and exact[0] != nr._units(room, items)  # the coarse programme ran first
+
+
+def test_the_coarse_programme_decides_most_large_rooms_alone(monkeypatch):
+    """On rooms of many GB whose sizes are fine-grained, the coarse programme's best choice fits
+    the room on most of them, so the exact table is not built."""
+    nr = node_refill_module
+    built = []
+    tables = nr._tables
+    monkeypatch.setattr(nr, "_tables", lambda room, items, sizes=([], []), units=None: built.append(units) or tables(room, items, sizes, units))
+    decided = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        room, items = _random_items(rng)
+        room = (max(2, room[0]), room[1], 500)
+        items = [(mand, [(c, m * 2 + 1, v) for c, m, v in opts], g) for mand, opts, g in items]
+        built.clear()
+        nr._solve_node(room, items)
+        decided += len(built) == 1
+    assert decided >= 15
 
 
 def test_the_refill_with_the_relaxed_skip_equals_the_refill_without(monkeypatch):
@@ -346,7 +400,7 @@ def test_the_refill_with_the_relaxed_skip_equals_the_refill_without(monkeypatch)
     built.clear()
     again = [node_refill(inst, s) for inst, s in zip(rounds, refilled, strict=True)]
     with_skip = len(built)
-    monkeypatch.setattr(node_refill_module, "_relaxed", lambda room, items: np.inf)
+    monkeypatch.setattr(node_refill_module, "_relaxed", lambda room, items: (np.inf, None))
     built.clear()
     assert [node_refill(inst, s).jobs for inst, s in zip(rounds, refilled, strict=True)] == [s.jobs for s in again]
     assert with_skip < len(built)

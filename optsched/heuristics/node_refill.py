@@ -14,7 +14,9 @@ node give up some cores or memory, a trade no single-job move finds. Of the wait
 all but weight (profile, GPUs, speeds, spread factor, demand), only the heaviest ones that fit the
 node's free GPUs are offered (no lighter one can be worth more at any point). A node whose part
 two relaxed programmes (GPUs and cores alone, GPUs and memory alone) prove already best is left
-as it is without building the full one. Used by
+as it is without building the full one, and where a relaxed programme's best choice (theirs, or
+one's with coarser units of cores and memory) fits the node as it is, that choice is taken
+without it: it is then a best choice of the full programme. Used by
 :class:`optsched.incremental.RoundSolver` on rounds the carried-over schedule leaves open.
 """
 
@@ -36,6 +38,9 @@ __all__ = ["NODE_WORK", "gang_ascent", "gang_release", "node_refill", "squeezed_
 #: most cell updates of one node's programme, its (GPUs, cores, memory) table's cells times the
 #: options of its jobs (a node above it is left as it is: about 60 ms)
 NODE_WORK = 60_000_000
+
+#: a node's programme items: (mandatory, options (cores, GB, worth), GPUs), one option each
+Items = list[tuple[bool, list[tuple[int, int, float]], int]]
 
 
 def _options(instance: Instance, job: Job, nodes: Mapping[str, int], room: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, float]]:
@@ -67,17 +72,25 @@ def _points(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     return out if out[0].size else None
 
 
+def _units(room: tuple[int, int, int], items: Items, sizes: tuple[list[int], list[int]] = ([], [])) -> tuple[int, int]:
+    """The exact units of a node's programme: the greatest common divisors of its cores and of its
+    GB, and of every size involved (``sizes``: more amounts the caller will look up)."""
+    uc = math.gcd(room[1], *sizes[0], *(o[0] for _, opts, _ in items for o in opts)) or 1
+    um = math.gcd(room[2], *sizes[1], *(o[1] for _, opts, _ in items for o in opts)) or 1
+    return uc, um
+
+
 def _tables(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]],
-            sizes: tuple[list[int], list[int]] = ([], [])) -> tuple[list[np.ndarray], tuple[int, int]] | None:
+            sizes: tuple[list[int], list[int]] = ([], []), units: tuple[int, int] | None = None
+            ) -> tuple[list[np.ndarray], tuple[int, int]] | None:
     """The programme of one node: ``tables[i][g, c, m]`` is the most the first ``i`` items (each
     ``(mandatory, options (cores, GB, worth), gpus)``; one option each, or none unless mandatory)
     are worth within ``g`` GPUs, ``c`` and ``m`` units of cores and memory, ``room`` bounding
-    them. The units are the greatest common divisors of every size involved (``sizes``: more
-    cores and GB amounts the caller will look up), so the programme is exact. ``None`` when it
-    would take more than :data:`NODE_WORK` cell updates."""
+    them. The units are exact (:func:`_units`) unless ``units`` are given: sizes and room are
+    then rounded down to them, a relaxation (a choice that fits the room fits the rounded one).
+    ``None`` when it would take more than :data:`NODE_WORK` cell updates."""
     G, C, M = room
-    uc = math.gcd(C, *sizes[0], *(o[0] for _, opts, _ in items for o in opts)) or 1
-    um = math.gcd(M, *sizes[1], *(o[1] for _, opts, _ in items for o in opts)) or 1
+    uc, um = _units(room, items, sizes) if units is None else units
     cc, mm = C // uc, M // um
     if (G + 1) * (cc + 1) * (mm + 1) * max(1, sum(len(opts) for _, opts, _ in items)) > NODE_WORK:
         return None
@@ -93,13 +106,13 @@ def _tables(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, 
     return tables, (uc, um)
 
 
-def _read(tables: list[np.ndarray], units: tuple[int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]],
-          state: tuple[int, int, int]) -> list[int | None] | None:
+def _read(tables: list[np.ndarray], units: tuple[int, ...], items: list[tuple[bool, list[tuple[int, int, float]], int]],
+          state: tuple[int, ...], axes: tuple[int, ...] = (0, 1)) -> list[int | None] | None:
     """A choice (an option index or ``None`` per item) attaining ``tables[-1][state]``; ``None``
-    when no choice fits."""
+    when no choice fits. The tables' axes after the GPUs are the options' ``axes`` (0 cores, 1
+    GB) in ``units``."""
     if not np.isfinite(tables[-1][state]):
         return None
-    uc, um = units
     choice: list[int | None] = [None] * len(items)
     for i in range(len(items) - 1, -1, -1):  # last item first
         target, before = tables[i + 1][state], tables[i]
@@ -107,9 +120,9 @@ def _read(tables: list[np.ndarray], units: tuple[int, int], items: list[tuple[bo
         mandatory, opts, g = items[i]
         if not mandatory and before[state] >= target - tol:
             continue
-        for k, (c, m, v) in enumerate(opts):
-            rest = (state[0] - g, state[1] - c // uc, state[2] - m // um)
-            if min(rest) >= 0 and before[rest] + v >= target - tol:
+        for k, o in enumerate(opts):
+            rest = (state[0] - g, *(s - o[a] // u for s, a, u in zip(state[1:], axes, units, strict=True)))
+            if min(rest) >= 0 and before[rest] + o[2] >= target - tol:
                 choice[i], state = k, rest
                 break
         else:
@@ -117,11 +130,15 @@ def _read(tables: list[np.ndarray], units: tuple[int, int], items: list[tuple[bo
     return choice
 
 
+def _fits(room: tuple[int, int, int], items: Items, choice: list[int | None]) -> bool:
+    """Whether ``choice`` fits the node's cores and memory (its GPUs fit by construction)."""
+    picked = [items[i][1][k] for i, k in enumerate(choice) if k is not None]
+    return sum(o[0] for o in picked) <= room[1] and sum(o[1] for o in picked) <= room[2]
+
+
 #: most ways of a node's pinned jobs formed by the programme for nodes with at most one free GPU
 WAYS = 100_000
 
-#: a node's programme items: (mandatory, options (cores, GB, worth), GPUs), one option each
-Items = list[tuple[bool, list[tuple[int, int, float]], int]]
 
 
 def _solve_few(room: tuple[int, int, int], items: Items) -> tuple[bool, list[int | None] | None]:
@@ -162,40 +179,71 @@ def _solve_few(room: tuple[int, int, int], items: Items) -> tuple[bool, list[int
     return True, choice
 
 
+#: cells per resource axis of the coarse programmes :func:`_solve_node` tries, in turn, before
+#: the exact one
+COARSE_CELLS = (128, 256)
+
+
 def _solve_node(room: tuple[int, int, int], items: list[tuple[bool, list[tuple[int, int, float]], int]]) -> list[int | None] | None:
     """The best choice of one option per item within ``room`` (:func:`_tables`, or
     :func:`_solve_few` where at most one GPU is free); ``None`` when that would take more than
-    :data:`NODE_WORK` cell updates or no choice fits."""
+    :data:`NODE_WORK` cell updates or no choice fits.
+
+    Where the exact table has more cells on a resource axis than :data:`COARSE_CELLS` allow, the
+    programme is first solved with coarser units (sizes rounded down: a relaxation, at a
+    fraction of the cells); when its best choice fits the room as it is, that choice is a best
+    one of the exact programme too (no choice is worth more than the relaxation's best)."""
     if room[0] <= 1:
         done, choice = _solve_few(room, items)
         if done:
             return choice
-    built = _tables(room, items)
+    exact = _units(room, items)
+    tried = {exact}
+    for cells in COARSE_CELLS:
+        coarse = (max(exact[0], -(-room[1] // cells)), max(exact[1], -(-room[2] // cells)))
+        if coarse in tried:
+            continue
+        tried.add(coarse)
+        built = _tables(room, items, units=coarse)
+        if built is not None:
+            tables, units = built
+            choice = _read(tables, units, items, (room[0], room[1] // units[0], room[2] // units[1]))
+            if choice is None or _fits(room, items, choice):
+                return choice  # no choice fits the relaxation, or its best fits the node
+    built = _tables(room, items, units=exact)
     if built is None:
         return None
     tables, units = built
     return _read(tables, units, items, (room[0], room[1] // units[0], room[2] // units[1]))
 
 
-def _relaxed(room: tuple[int, int, int], items: Items) -> float:
+def _relaxed(room: tuple[int, int, int], items: Items) -> tuple[float, list[int | None] | None]:
     """An upper bound on the best choice of one option per item within ``room`` (what
     :func:`_tables` would find): the lesser of two programmes over (GPUs, cores) and (GPUs,
     memory), each dropping the other resource. A few thousand cells against the full table's
-    hundreds of thousands; ``-inf`` when no choice fits."""
-    best = math.inf
+    hundreds of thousands; ``-inf`` when no choice fits. With it, a best choice of either
+    programme that fits the node's cores and memory both, where there is one: that choice is a
+    best one of the full programme (no choice is worth more than the programme's best)."""
+    best, found = math.inf, None
     for axis, cap in ((0, room[1]), (1, room[2])):
         unit = math.gcd(cap, *(int(o[axis]) for _, opts, _ in items for o in opts)) or 1
         free, k = room[0], cap // unit
-        table = np.zeros((free + 1, k + 1))
+        tables = [np.zeros((free + 1, k + 1))]
         for mandatory, opts, g in items:
+            table = tables[-1]
             new = np.full_like(table, -np.inf) if mandatory else table.copy()
             for o in opts:
                 s = int(o[axis]) // unit
                 if g <= free and s <= k:
                     np.maximum(new[g:, s:], table[: free + 1 - g, : k + 1 - s] + o[2], out=new[g:, s:])
-            table = new
-        best = min(best, float(table[free, k]))
-    return best
+            tables.append(new)
+        value = float(tables[-1][free, k])
+        best = min(best, value)
+        if found is None and math.isfinite(value):
+            choice = _read(tables, (unit,), items, (free, k), axes=(axis,))
+            if choice is not None and _fits(room, items, choice):
+                found = choice
+    return best, found
 
 
 def _movable(job: Job, a: Assignment) -> bool:
@@ -310,9 +358,13 @@ def node_refill(instance: Instance, schedule: Schedule, nodes: list[str] | None 
             continue
         alone, offered, items, room = part
         now = sum(assignment_value(instance, instance.job(jid), jobs[jid]) for jid in alone)
-        if not force and room[0] > 1 and _relaxed(room, items) * (1 + 1e-12) <= now * (1 + 1e-9) + 1e-12:
-            continue  # no choice is worth more than the node's part already is: spare the full table
-        choice = _solve_node(room, items)
+        choice = None
+        if not force and room[0] > 1:
+            bound, choice = _relaxed(room, items)
+            if bound * (1 + 1e-12) <= now * (1 + 1e-9) + 1e-12:
+                continue  # no choice is worth more than the node's part already is: spare the full table
+        if choice is None:
+            choice = _solve_node(room, items)
         if choice is None:
             continue
         new_value = sum(items[i][1][k][2] for i, k in enumerate(choice) if k is not None)
