@@ -164,6 +164,11 @@ def test_a_schema_file_with_datetimes_and_end_times(tmp_path):
     ({"columns": {"submit": "s", "gpus": "g", "duration": "d", "colour": "c"}}, "columns.colour"),
     ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "time_unit": "days"}, "time_unit"),
     ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "datetime_format": "YYYY"}, "datetime_format"),
+    # a JSON schema's null, list or object as a unit: was a KeyError as the trace was read, or a TypeError
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "time_unit": None}, "time_unit"),
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "time_unit": ["s"]}, "time_unit"),
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "duration_unit": {}}, "duration_unit"),
+    ({"columns": {"submit": "s", "gpus": "g", "duration": "d"}, "gpu_unit": 10**400}, "gpu_unit"),  # was an OverflowError
 ])
 def test_bad_schemas_are_refused_by_name(kw, field):
     with pytest.raises(InputError) as e:
@@ -670,3 +675,99 @@ def test_times_that_overflow_once_subtracted_are_refused_with_their_line(tmp_pat
     with pytest.raises(InputError) as e:
         load_csv(q, CsvSchema({"submit": "t", "start": "s", "end": "e", "gpus": "g"}))
     assert e.value.field == "long.csv[line 2]"
+
+
+@pytest.mark.parametrize(("data", "name", "needle"), [
+    (b"{}", "dir.json", "cannot be read"),  # a directory: was an IsADirectoryError
+    (b'{"columns": {"submit": "t\xff"}}', "latin.json", "cannot be read"),  # was a UnicodeDecodeError
+    (b"[" * 100_000 + b"]" * 100_000, "deep.json", "too deeply"),  # was a RecursionError
+])
+def test_a_schema_file_that_cannot_be_read_is_refused_by_name(tmp_path, data, name, needle):
+    p = tmp_path / name
+    if name == "dir.json":
+        p.mkdir()
+    else:
+        p.write_bytes(data)
+    with pytest.raises(InputError) as e:
+        CsvSchema.from_file(p)
+    assert e.value.field == "schema" and needle in e.value.problem
+
+
+SACCT_HEAD = "JobID|Account|Submit|Start|Elapsed|AllocTRES\n"
+SACCT_ROW = "7|lab|2024-03-01T08:00:00|2024-03-01T08:05:00|{elapsed}|{tres}\n"
+
+
+@pytest.mark.parametrize(("elapsed", "tres", "column"), [
+    ("-5:00", "gres/gpu=1", "Elapsed"),  # was read as 5 minutes
+    ("1-05:00", "gres/gpu=1", "Elapsed"),  # Slurm's D-HH:MM: was read as a day and 5 minutes
+    ("1-25:00:00", "gres/gpu=1", "Elapsed"),
+    ("10:75", "gres/gpu=1", "Elapsed"),
+    ("1e3:00", "gres/gpu=1", "Elapsed"),  # was read as 1,000 minutes
+    ("1" * 400 + "-00:00:00", "gres/gpu=1", "Elapsed"),  # was an OverflowError
+    ("10:00", "gres/gpu=nan", "AllocTRES"),  # was dropped as CPU-only
+    ("10:00", "gres/gpu:a100=2,gres/gpu:v100=-2", "AllocTRES"),  # was dropped as CPU-only
+    ("10:00", "cpu=-4,gres/gpu=1", "AllocTRES"),  # was read as -4 cores
+    ("10:00", "mem=nanG,gres/gpu=1", "AllocTRES"),
+    ("10:00", "mem=1e308T,gres/gpu=1", "AllocTRES"),  # was infinite memory
+    ("10:00", "gres/gpu=1e20", "AllocTRES"),  # was an OverflowError building the trace
+])
+def test_sacct_cells_out_of_range_are_refused_naming_the_cell(tmp_path, elapsed, tres, column):
+    p = _write(tmp_path, "slurm.txt", SACCT_HEAD + SACCT_ROW.format(elapsed="01:00", tres="gres/gpu=1").replace("7|", "6|")
+               + SACCT_ROW.format(elapsed=elapsed, tres=tres))
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == f"slurm.txt[line 3].{column}"
+
+
+def test_sacct_lines_of_another_length_are_refused_and_gpu_types_kept(tmp_path):
+    """A line cut short was dropped as a job that never started (its Start missing); one with a
+    field too many read its cells shifted. Several GPU types of one job were only the last one."""
+    good = SACCT_ROW.format(elapsed="1-02:00:00.5", tres="cpu=8,gres/gpu:a100=1,gres/gpu:v100=2,gres/gpu:t4=0")
+    tr = load_trace(_write(tmp_path, "ok.txt", SACCT_HEAD + good))
+    assert tr.gpus.tolist() == [3] and tr.gpu_type == ("A100|V100",) and tr.duration_s.tolist() == [93600.5]
+    for name, line, what in (("short.txt", "7|lab|2024-03-01T08:00:00\n", "fewer"), ("long.txt", good.replace("|lab|", "|lab|x|"), "more")):
+        with pytest.raises(InputError) as e:
+            load_trace(_write(tmp_path, name, SACCT_HEAD + line))
+        assert e.value.field == f"{name}[line 2]" and f"has {what} fields than the header" in e.value.problem
+
+
+PHILLY_JOB = {"jobid": "a1", "vc": "vc1", "submitted_time": "2017-10-07 11:06:22",
+              "attempts": [{"start_time": "2017-10-07 11:06:25", "end_time": "2017-10-07 11:07:55",
+                            "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1"]}]}]}
+
+
+@pytest.mark.parametrize(("text", "field", "needle"), [
+    ("[" * 100_000 + "]" * 100_000, "path", "deeper than 64"),  # was a RecursionError
+    (json.dumps([PHILLY_JOB]).replace('"m1"', "1" * 5000), "cluster_job_log[0].attempts[0].detail[0].ip", "4,300 digits"),  # a ValueError
+    (json.dumps([PHILLY_JOB]).replace('"gpu0"', "NaN"), "cluster_job_log[0].attempts[0].detail[0].gpus[0]", "NaN"),
+    (json.dumps([{**PHILLY_JOB, "attempts": {}}]), "cluster_job_log[0].attempts", "must be a list"),  # was a job never run
+    (json.dumps([{**PHILLY_JOB, "attempts": [{**PHILLY_JOB["attempts"][0], "detail": {}}]}]),  # was a job on no GPU
+     "cluster_job_log[0].attempts[0].detail", "must be a list"),
+])
+def test_a_philly_job_log_out_of_shape_is_refused_by_name(tmp_path, text, field, needle):
+    with pytest.raises(InputError) as e:
+        load_trace(_write(tmp_path, "cluster_job_log", text))
+    assert e.value.field == field and needle in e.value.problem
+
+
+def test_a_philly_job_with_an_attempt_ending_before_it_starts_is_dropped(tmp_path):
+    """Its run time is unknown: it was the attempts' sum, the backwards one taken off the others."""
+    back = {"start_time": "2017-10-07 12:00:00", "end_time": "2017-10-07 11:59:00", "detail": []}
+    jobs = [{**PHILLY_JOB, "attempts": [*PHILLY_JOB["attempts"], back]}, {**PHILLY_JOB, "jobid": "a2"}]
+    tr = load_trace(_write(tmp_path, "cluster_job_log", json.dumps(jobs)))
+    assert tr.job_id == ("a2",) and tr.duration_s.tolist() == [90.0] and tr.notes == {"dropped_negative_duration": 1}
+
+
+def test_gpu_counts_and_run_times_beyond_what_the_simulator_computes_with_are_refused(tmp_path, capsys):
+    """A GPU count above a million was an OverflowError building the trace (or rounding it); a run
+    time whose work overflows crashed the simulation with a traceback."""
+    with pytest.raises(InputError) as e:
+        load_trace(_write(tmp_path, "g.csv", f"{HEAD4}\na,0,60,1\nb,5,60,1e20\n"))
+    assert e.value.field == "g.csv[line 3].num_gpus" and "1,000,000" in e.value.problem
+    s = _write(tmp_path, "s.csv", "t,g,d,n\n0,1,60,1\n5,1e300,60,1e300\n")
+    with pytest.raises(InputError) as e:
+        load_csv(s, CsvSchema({"submit": "t", "gpus": "g", "duration": "d", "instances": "n"}))
+    assert e.value.field == "s.csv[line 3].g"
+    long = _write(tmp_path, "long.csv", f"{HEAD4}\na,0,1e308,8\nb,10,60,1\n")
+    assert main(["simulate", str(long), "--cluster", "4x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o")]) == 2
+    assert "long.csv[line 2]: the job runs more than 1e+15 seconds" in capsys.readouterr().err

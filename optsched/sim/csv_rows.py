@@ -12,10 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.limits import MAX_COUNT
 from optsched.sim.catalogues import ModelNames
 
-__all__ = ["DELIMITERS", "FLAGS", "Rows", "cell", "csv_error", "delimiter_of", "drop_and_rebase", "flag", "fraction", "gpu_count",
-           "header_names", "job_id", "model_name", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
+__all__ = ["DELIMITERS", "FLAGS", "MAX_DURATION_S", "Rows", "cell", "csv_error", "delimiter_of", "drop_and_rebase", "flag", "fraction",
+           "gpu_count", "header_names", "job_id", "model_name", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
+
+
+#: the longest run time a trace job may have, in seconds (a job's work, its run time times a throughput of
+#: up to 1e12 samples/s, stays far inside a double); a trace in microseconds read as seconds stays below it
+MAX_DURATION_S = 1e15
 
 
 #: the separators a trace CSV may use: the header's most frequent one is taken where it has no comma
@@ -220,9 +226,12 @@ def time_value(path: Path, line: int, col: str, text: str | None, *, unit: float
 
 
 def gpu_count(path: Path, line: int, col: str, value: float, notes: dict[str, int], fraction: float = 1.0) -> int | None:
-    """Whole GPUs of a row, or ``None`` to drop it (CPU-only); counts what it changed."""
+    """Whole GPUs of a row, at most :data:`~optsched.limits.MAX_COUNT`, or ``None`` to drop it
+    (CPU-only); counts what it changed."""
     if not math.isfinite(value) or value < 0 or value != int(value):
         raise InputError(cell(path, line, col), value, "must be a whole number of GPUs >= 0")
+    if value > MAX_COUNT:
+        raise InputError(cell(path, line, col), value, f"must be at most {MAX_COUNT:,} GPUs (the largest count optsched computes with)")
     if value == 0:
         notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
         return None
@@ -236,10 +245,13 @@ def drop_and_rebase(path: Path, cols: dict[str, list[Any]], notes: dict[str, int
     that end before they start (a clock error in the trace), counted apart -- then rebase submit
     times so that the first job *kept* arrives at 0 (a dropped job sets no origin). ``cols["line"]``
     holds each row's file line: a run time or an arrival that overflows once subtracted (times
-    near 1e308) is refused naming it."""
+    near 1e308), or a run time above :data:`MAX_DURATION_S`, is refused naming it."""
     for d, line in zip(cols["duration_s"], cols["line"], strict=True):
         if not math.isfinite(d):
             raise InputError(f"{path.name}[line {line}]", d, "the job's end minus its start overflows: are its times in range?")
+        if d > MAX_DURATION_S:
+            raise InputError(f"{path.name}[line {line}]", d, f"the job runs more than {MAX_DURATION_S:.0e} seconds (31.7 million years), "
+                             "beyond what the simulator computes with: are its times in range, and in the unit read?")
     keep = [i for i, d in enumerate(cols["duration_s"]) if d > 0]
     if len(keep) < len(cols["duration_s"]):
         zero = sum(1 for d in cols["duration_s"] if d == 0)

@@ -6,7 +6,7 @@ reads a file with one."""
 from __future__ import annotations
 
 import json
-import math
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -75,7 +75,7 @@ class CsvSchema:
             raise InputError("columns.duration", None, "is required (or an end time, columns.end)")
         for name in ("time_unit", "duration_unit"):
             u = getattr(self, name)
-            if u is not None and u not in TIME_UNITS:
+            if (u is not None or name == "time_unit") and not (isinstance(u, str) and u in TIME_UNITS):
                 raise InputError(name, u, f"unknown time unit; known: {list(TIME_UNITS)}")
         if self.datetime_format is not None and (not isinstance(self.datetime_format, str) or "%" not in self.datetime_format):
             raise InputError("datetime_format", self.datetime_format, "must be a strptime format such as %Y-%m-%d %H:%M:%S")
@@ -83,7 +83,7 @@ class CsvSchema:
             raise InputError("comment", self.comment, "must be a non-empty marker such as #")
         for name, what in (("gpu_unit", "GPUs one unit of the gpus column"), ("cpu_unit", "cores one unit of the cpu_cores column")):
             u = getattr(self, name)
-            if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u < math.inf:
+            if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= sys.float_info.max:
                 raise InputError(name, u, f"must be a number > 0: the {what} stands for")
             object.__setattr__(self, name, float(u))
         object.__setattr__(self, "columns", MappingProxyType(dict(self.columns)))
@@ -137,6 +137,8 @@ class CsvSchema:
             text = p.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise InputError("schema", str(p), "no such file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError("schema", str(p), f"cannot be read: {e}") from None
         try:
             if p.suffix == ".toml":
                 doc = tomllib.loads(text)  # refuses a key given twice itself
@@ -144,6 +146,8 @@ class CsvSchema:
                 doc = json.loads(text, object_pairs_hook=_once)
         except ValueError as e:
             raise InputError("schema", str(p), f"is not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}") from None
+        except RecursionError:
+            raise InputError("schema", str(p), "nests arrays and objects too deeply to be a schema") from None
         if not isinstance(doc, dict) or "columns" not in doc:
             raise InputError("schema", str(p), "must be an object with a 'columns' map")
         unknown = set(doc) - {"columns", "time_unit", "duration_unit", "datetime_format", "comment", "gpu_unit", "cpu_unit", "models"}

@@ -11,19 +11,22 @@ The log is one JSON list of jobs::
 A job's arrival is ``submitted_time``; its run time is the sum of its attempts' (``end_time -
 start_time``, the GPU time it used, failed attempts included); its GPUs are the most any attempt
 held (the GPUs listed under ``detail``); ``vc`` is the tenant. Jobs with no attempt that started
-and ended are dropped as ``dropped_never_scheduled``, jobs whose attempts held no GPU as
+and ended are dropped as ``dropped_never_scheduled``, jobs with an attempt that ends before it
+starts (a clock error) as ``dropped_negative_duration``, jobs whose attempts held no GPU as
 ``dropped_cpu_only``. Times are ``YYYY-MM-DD HH:MM:SS`` (UTC); errors name the job by its
-position in the list and its field (``cluster_job_log[17].attempts[0].end_time``).
+position in the list and its field (``cluster_job_log[17].attempts[0].end_time``). The file is
+read as every optsched JSON input is (:func:`optsched.io.load_json`: strict JSON in UTF-8, no
+NaN, no key twice, nesting at most 64 deep).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.io import load_json
 
 __all__ = ["is_philly_json", "read_philly_json"]
 
@@ -48,13 +51,11 @@ def _time(at: str, value: Any) -> float | None:
 def read_philly_json(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
     """The columns (``line`` holds each job's position in the list, from 1) and notes of a Philly
     job log; the caller drops, rebases and builds the trace."""
-    try:
-        jobs = json.loads(path.read_bytes())
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError("path", str(path), f"cannot be read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError("path", str(path), f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     name = path.name
+    try:
+        jobs = load_json(path)
+    except InputError as e:  # a refused value (NaN, a huge number) is named by its place in the file
+        raise (e if e.field == "path" else e.within(name)) from None
     if not isinstance(jobs, list):
         raise InputError(name, type(jobs).__name__, "must be a JSON list of jobs (Philly's cluster_job_log)")
     cols: dict[str, list[Any]] = {k: [] for k in ("line", "job_id", "submit_s", "duration_s", "gpus", "tenant")}
@@ -75,24 +76,28 @@ def read_philly_json(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
         submit = _time(f"{at}.submitted_time", job.get("submitted_time"))
         if submit is None:
             raise InputError(f"{at}.submitted_time", job.get("submitted_time"), "is required")
-        attempts = job.get("attempts") or []
-        if not isinstance(attempts, list):
+        attempts = job.get("attempts")
+        if not isinstance(attempts, list | None):
             raise InputError(f"{at}.attempts", attempts, "must be a list")
-        run, gpus, ran = 0.0, 0, False
-        for k, a in enumerate(attempts):
+        run, gpus, ran, backwards = 0.0, 0, False, False
+        for k, a in enumerate(attempts or ()):
             if not isinstance(a, dict):
                 raise InputError(f"{at}.attempts[{k}]", a, "must be an attempt object (start_time, end_time, detail)")
             start = _time(f"{at}.attempts[{k}].start_time", a.get("start_time"))
             end = _time(f"{at}.attempts[{k}].end_time", a.get("end_time"))
-            detail = a.get("detail") or []
+            detail = a.get("detail")
+            detail = [] if detail is None else detail
             if not isinstance(detail, list) or not all(isinstance(d, dict) and isinstance(d.get("gpus", []), list) for d in detail):
                 raise InputError(f"{at}.attempts[{k}].detail", detail, "must be a list of {ip, gpus: [...]}")
             gpus = max(gpus, sum(len(d.get("gpus", [])) for d in detail))
             if start is not None and end is not None:
                 run += end - start
-                ran = True
+                ran, backwards = True, backwards or end < start
         if not ran:
             notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
+            continue
+        if backwards:  # a clock error in the log: its run time is unknown
+            notes["dropped_negative_duration"] = notes.get("dropped_negative_duration", 0) + 1
             continue
         if gpus == 0:
             notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,49 +20,57 @@ __all__ = ["SLURM_MEM", "read_sacct", "slurm_elapsed", "slurm_tres"]
 SLURM_MEM = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0, "P": 1024.0**2}
 
 
+#: a Slurm run time: ``[DD-HH:]`` or ``[HH:]`` before ``MM:SS[.sss]`` (with days, the hours are always given)
+_ELAPSED = re.compile(r"(?:(\d+)-(?=\d+:\d+:))?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", re.ASCII)
+
+
 def slurm_elapsed(path: Path, line: int, text: str) -> float:
-    """Seconds of a Slurm ``Elapsed`` cell: ``[DD-][HH:]MM:SS[.sss]``."""
-    days, _, clock = text.strip().rpartition("-")
-    parts = clock.split(":")
-    try:
-        if not 2 <= len(parts) <= 3 or (days and not days.isdigit()):
-            raise ValueError
-        h, m, s = ([0.0] * (3 - len(parts))) + [float(x) for x in parts]
-        out = int(days or 0) * 86400 + h * 3600 + m * 60 + s
-        if not math.isfinite(out) or min(h, m, s) < 0:
-            raise ValueError
-    except ValueError:
-        raise InputError(cell(path, line, "Elapsed"), text, "must be a Slurm run time [DD-][HH:]MM:SS") from None
+    """Seconds of a Slurm ``Elapsed`` cell: ``[DD-HH:]MM:SS[.sss]`` or ``[HH:]MM:SS[.sss]``, minutes and
+    seconds below 60 and, after days, hours below 24 (as Slurm writes it)."""
+    m = _ELAPSED.fullmatch(text.strip())
+    d, h, mi, s = (float(x or 0) for x in m.groups()) if m else (0.0, 0.0, 0.0, 0.0)
+    out = d * 86400 + h * 3600 + mi * 60 + s
+    if m is None or mi >= 60 or s >= 60 or (m.group(1) and h >= 24) or not math.isfinite(out):
+        raise InputError(cell(path, line, "Elapsed"), text, "must be a Slurm run time [DD-HH:]MM:SS or [HH:]MM:SS")
     return out
 
 
 def slurm_tres(path: Path, line: int, text: str) -> tuple[float, float, float, str]:
     """GPUs, cores, GiB and GPU type of an ``AllocTRES`` cell (``cpu=8,mem=64G,gres/gpu:a100=2``;
-    ``nan`` for what it does not list, 0 GPUs where it lists none)."""
-    gpus, typed, cpus, mem, gtype = math.nan, math.nan, math.nan, math.nan, ""
+    ``nan`` for what it does not list, 0 GPUs where it lists none; several GPU types are joined
+    by a vertical bar, ``A100|V100``). Each count must be a finite number >= 0."""
+    gpus, typed, cpus, mem, types = math.nan, math.nan, math.nan, math.nan, []
     for item in filter(None, (x.strip() for x in text.split(","))):
         key, eq, value = item.partition("=")
         if not eq:
             raise InputError(cell(path, line, "AllocTRES"), text, "must be KEY=VALUE pairs (cpu=8,mem=64G,gres/gpu=2)")
+        if key not in ("gres/gpu", "cpu", "mem") and not key.startswith("gres/gpu:"):
+            continue
+        scale = SLURM_MEM.get(value[-1:].upper()) if key == "mem" else None
         try:
-            if key == "gres/gpu":
-                gpus = float(value)
-            elif key.startswith("gres/gpu:"):
-                typed, gtype = (typed if math.isfinite(typed) else 0.0) + float(value), key.split(":", 1)[1].upper()
-            elif key == "cpu":
-                cpus = float(value)
-            elif key == "mem":
-                scale = SLURM_MEM.get(value[-1:].upper())
-                mem = float(value[:-1]) * scale if scale is not None else float(value) / 1024
+            x = float(value[:-1]) * scale if scale is not None else float(value) / (1024 if key == "mem" else 1)
         except ValueError:
             raise InputError(cell(path, line, "AllocTRES"), item, "must be a number (with K, M, G or T for memory)") from None
+        if not (math.isfinite(x) and x >= 0):
+            raise InputError(cell(path, line, "AllocTRES"), item, "must be a finite number >= 0")
+        if key == "gres/gpu":
+            gpus = x
+        elif key == "cpu":
+            cpus = x
+        elif key == "mem":
+            mem = x
+        else:
+            typed = (typed if math.isfinite(typed) else 0.0) + x
+            if x > 0:
+                types.append(key.split(":", 1)[1].upper())
     total = gpus if math.isfinite(gpus) else typed
-    return (total if math.isfinite(total) else 0.0), cpus, mem, gtype
+    return (total if math.isfinite(total) else 0.0), cpus, mem, "|".join(dict.fromkeys(types))
 
 
 def read_sacct(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
-    """The columns (``line`` holds each row's file line) and notes of a Slurm accounting file;
-    the caller drops, rebases and builds the trace."""
+    """The columns (``line`` holds each row's file line) and notes of a Slurm accounting file
+    (a line with more or fewer fields than the header is refused); the caller drops, rebases and
+    builds the trace."""
     rows = read_rows(path, ["JobID", "Submit", "Elapsed", "AllocTRES"])
     cols: dict[str, list[Any]] = {k: [] for k in (
         "line", "job_id", "submit_s", "duration_s", "gpus", "cpu_cores", "mem_gib", "tenant", "gpu_type")}
@@ -69,6 +78,10 @@ def read_sacct(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
     seen: dict[str, int] = {}
     for i, r in enumerate(rows):
         ln = rows.lines[i]
+        short = None in r.values()  # the csv reader fills the fields a line lacks with None, and keys its extra ones by None
+        if short or None in r:  # sacct writes every field of every line: one was lost, or holds the separator
+            raise InputError(f"{path.name}[line {ln}]", text_of(r, "JobID"), f"has {'fewer' if short else 'more'} fields than the "
+                             "header: is the line cut short, or does a field hold the separator?")
         raw = text_of(r, "JobID")
         if "." in raw:
             notes["skipped_job_steps"] = notes.get("skipped_job_steps", 0) + 1

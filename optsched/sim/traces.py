@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.limits import MAX_COUNT
 from optsched.sim.catalogues import Catalogue, ModelNames
 from optsched.sim.csv_rows import (
     cell,
@@ -493,7 +494,9 @@ def load_csv(path: str | Path, schema: CsvSchema, *, catalogue: Catalogue | None
             raise InputError(cell(p, ln, c["instances"]), tasks, "must be a whole number of tasks >= 1")
         if (schema.gpu_unit != 1.0 or tasks != 1) and raw > 0:
             raw *= schema.gpu_unit * tasks
-            if abs(raw - round(raw)) <= 1e-9:
+            if raw > MAX_COUNT:  # refused by gpu_count, naming the cell (and not rounded: it may be infinite)
+                pass
+            elif abs(raw - round(raw)) <= 1e-9:
                 raw = float(round(raw))
             elif raw < 1:  # a share of one GPU: replayed on a whole one, counted by gpu_count
                 frac, raw = raw, 1.0
