@@ -140,7 +140,6 @@ def _fits(room: tuple[int, int, int], items: Items, choice: list[int | None]) ->
 WAYS = 100_000
 
 
-
 def _solve_few(room: tuple[int, int, int], items: Items) -> tuple[bool, list[int | None] | None]:
     """:func:`_solve_node` where at most one GPU is free for the optional items: the useful ways of
     the mandatory ones (:func:`~optsched.incremental_bound.node_ways`), each alone or with the
