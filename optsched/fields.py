@@ -11,13 +11,15 @@ import contextlib
 import difflib
 import gc
 import math
+import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from optsched.errors import InputError
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "SPREAD_FROM", "gc_paused"]
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "SPREAD_FROM", "file_path", "gc_paused"]
 
 #: the version of the rounds built in Python (``Round()`` counts spread from the fewest nodes)
 CONTRACT_VERSION = 3
@@ -149,3 +151,18 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def file_path(value: Any, field: str = "path") -> Path:
+    """``value`` as a file path: a non-empty string or ``os.PathLike`` without a NUL character
+    (which no file system allows), else :class:`InputError` naming ``field``; read and write
+    functions check their paths with it before touching the file system."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, bytes) or not isinstance(value, str):
+        raise InputError(field, value, "must be a file path (a string or os.PathLike)")
+    if not value:
+        raise InputError(field, value, "must be a file path, not empty")
+    if "\x00" in value:
+        raise InputError(field, value, "contains a NUL character, which no file name can hold")
+    return Path(value)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.fields import gc_paused
+from optsched.fields import file_path, gc_paused
 from optsched.limits import MAX_DEPTH
 from optsched.model import Instance
 from optsched.schedule import Schedule
@@ -28,7 +28,7 @@ def load_json(path: str | Path) -> Any:
     ``"-"`` reads standard input instead (:func:`read_stdin`; a file named ``-`` is ``./-``)."""
     if isinstance(path, str) and path == "-":
         return read_stdin()
-    p = Path(path)
+    p = file_path(path)
     try:
         raw = p.read_bytes()
         if p.suffix == ".gz":
@@ -308,7 +308,7 @@ def load_schedule(source: str | Path | Mapping[str, Any]) -> Schedule:
 
 def write_json(obj: Any, path: str | Path) -> None:
     """Write JSON (gzip when the name ends in ``.gz``), atomically: a crash leaves no half file."""
-    p = Path(path)
+    p = file_path(path)
     text = json.dumps(obj, indent=1 if p.suffix != ".gz" else None, sort_keys=False) + "\n"
     data = gzip.compress(text.encode(), mtime=0) if p.suffix == ".gz" else text.encode()
     tmp = p.with_name(p.name + ".tmp")
@@ -325,7 +325,7 @@ def check_writable(path: str | Path, field: str = "-o", *, directory: bool = Fal
     """``path`` if a file (or, with ``directory``, files inside it) can be written there, else
     :class:`InputError` naming ``field``: checked before any work, so that an hour's result is
     never lost to a typo in the output path. Creates the missing parent directories."""
-    p = Path(path)
+    p = file_path(path, field)
     try:
         if p.is_dir() and not directory:
             raise InputError(field, str(p), "is a directory; give a file name")

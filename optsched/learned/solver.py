@@ -20,6 +20,7 @@ import numpy as np
 
 from optsched.capacity import FreeCapacity
 from optsched.errors import InputError
+from optsched.fields import file_path
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.learned.decode import PlacementState, decode, decode_state, state_schedule
 from optsched.learned.features import featurise
@@ -61,7 +62,7 @@ def load_policy(weights: str | Path | None = None) -> NumpyPolicy:
 
     A weights file (``.npz``, written by :func:`optsched.learned.policy.export_weights`) loads
     with numpy alone; a torch checkpoint (``.pt``) needs the ``train`` extra."""
-    p = Path(weights) if weights is not None else DEFAULT_WEIGHTS
+    p = file_path(weights, "weights") if weights is not None else DEFAULT_WEIGHTS
     if not p.is_file():
         raise InputError("weights", str(p), "no such file (train weights with `optsched train`)")
     return _load(str(p.resolve()), p.stat().st_mtime)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from optsched.errors import InputError
+from optsched.fields import file_path
 from optsched.limits import MAX_NODES, check_at_most, check_count
 from optsched.model import Node
 
@@ -115,7 +116,7 @@ def pai_2020(
                 shapes[(gpu_type, gpus, cpus, mem)] += count
         rows: list[list[str]] = []
     else:
-        p = Path(path)
+        p = file_path(path)
         try:
             with p.open(newline="") as fh:
                 rows = list(csv.reader(fh))
@@ -141,7 +142,7 @@ def alibaba_v2023(path: str | Path | None = None, *, fraction: float = 1.0, rack
     cluster-trace-gpu-v2023 in github.com/alibaba/clusterdata; not bundled: its terms are research
     use with citation, so pass its path). Its GPU types G1-G3 are undisclosed; the catalogue
     gives them a V100's speeds (docs/catalogue.md)."""
-    p = Path(path) if path is not None else ALIBABA_V2023_NODES
+    p = file_path(path) if path is not None else ALIBABA_V2023_NODES
     if not 0 < fraction <= 1:
         raise InputError("cluster.fraction", fraction, "must be in (0, 1]")
     try:

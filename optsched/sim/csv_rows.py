@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.fields import file_path
 from optsched.limits import MAX_COUNT
 from optsched.sim.catalogues import ModelNames
 
@@ -53,7 +54,7 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
     byte-order mark, blanks after a separator and around column names ignored; the separator
     found from the header, :func:`delimiter_of`, unless given); every column of ``required`` must
     be in its header, else an error naming the file's columns."""
-    p = Path(path)
+    p = file_path(path)
     numbers: list[int] = []
     try:
         with p.open(newline="", encoding="utf-8-sig") as fh:

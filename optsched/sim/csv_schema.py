@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.fields import file_path
 from optsched.sim.catalogues import Catalogue, ModelNames
 
 __all__ = ["SCHEMA_FIELDS", "TIME_UNITS", "CsvSchema"]
@@ -132,7 +133,7 @@ class CsvSchema:
         """A schema file: JSON (or TOML for ``.toml``) with ``columns`` and optionally
         ``time_unit``, ``duration_unit``, ``datetime_format``, ``comment``, ``gpu_unit``, ``cpu_unit`` and ``models``. ``columns`` are
         added to (and replace) the file's, and ``settings`` that are not ``None`` replace its."""
-        p = Path(path)
+        p = file_path(path, "schema")
         try:
             text = p.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -113,7 +113,7 @@ def _trace_digest(trace: str | Path) -> str | None:
     p = sample_trace_path() if text == SAMPLE else Path(text)
     try:
         return hashlib.sha256(p.read_bytes()).hexdigest()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the name (refused when the trace is read)
         return None
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from optsched.fields import file_path
 from optsched.sim.result import SimResult, finite_or_none, summarise
 
 __all__ = ["compare", "mean_ci", "read_run", "run_id", "run_stem", "write_jobs_csv", "write_metrics_json"]
@@ -45,7 +46,7 @@ def write_metrics_json(result: SimResult, path: str | Path) -> Path:
     """``{"manifest": every setting that changes the result, "run": info, "metrics": summary,
     "timeline": per-round columns}`` (``manifest`` only for runs made by
     :func:`optsched.sim.experiment.run`)."""
-    p = Path(path)
+    p = file_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     timeline = {k: [finite_or_none(x) for x in v.tolist()] for k, v in result.rounds.items()}
     info = dict(result.info)
@@ -57,7 +58,7 @@ def write_metrics_json(result: SimResult, path: str | Path) -> Path:
 
 def write_jobs_csv(result: SimResult, path: str | Path) -> Path:
     """One row per job: ids, sizes, times (``nan``-free: empty when a job never started/finished)."""
-    p = Path(path)
+    p = file_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     cols = list(result.jobs)
     jct = result.jct_s
@@ -75,11 +76,11 @@ def read_run(metrics_json: str | Path, jobs_csv: str | Path | None = None) -> Si
     """A :class:`SimResult` back from the files :func:`write_metrics_json` (and, for the per-job
     columns, :func:`write_jobs_csv`) wrote: enough to summarise and plot a finished run again.
     Without ``jobs_csv`` the per-job columns are empty."""
-    doc = json.loads(Path(metrics_json).read_text())
+    doc = json.loads(file_path(metrics_json, "metrics_json").read_text())
     rounds = {k: np.array([math.nan if x is None else x for x in v], dtype=np.float64) for k, v in doc["timeline"].items()}
     jobs: dict[str, np.ndarray] = {k: np.zeros(0) for k in ("submit_s", "start_s", "finish_s", "duration_s", "preemptions", "moves")}
     if jobs_csv is not None:
-        with Path(jobs_csv).open(newline="") as fh:
+        with file_path(jobs_csv, "jobs_csv").open(newline="") as fh:
             rows = list(csv.DictReader(fh))
         text = ("id", "model")
         for col in (rows[0].keys() if rows else ()):

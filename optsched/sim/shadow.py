@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from optsched.checker import check_schedule
+from optsched.fields import file_path
 from optsched.model import Instance
 from optsched.result import Result
 from optsched.schedule import Schedule
@@ -127,7 +128,7 @@ def _round_time(instance: Instance) -> float:
 
 def write_rounds_csv(records: Sequence[Mapping[str, float]], path: str | Path) -> Path:
     """The records of :class:`Shadowed`, one row per solved round."""
-    path = Path(path)
+    path = file_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     cols = list(dict.fromkeys(k for r in records for k in r))
     with path.open("w", newline="") as f:

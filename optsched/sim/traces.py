@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.fields import file_path
 from optsched.limits import MAX_COUNT
 from optsched.sim.catalogues import Catalogue, ModelNames
 from optsched.sim.csv_rows import (
@@ -423,15 +424,15 @@ def load_trace(path: str | Path, fmt: str = "auto", schema: CsvSchema | None = N
     """Load a trace in ``fmt`` (one of :data:`LOADERS`) or guess the format from the header;
     with a ``schema``, read any CSV layout it describes (:func:`load_csv`). A ``model`` column's
     names are matched against ``catalogue`` (default: :mod:`optsched.catalogue`)."""
+    p = file_path(path)
     if schema is not None:
         if fmt not in ("auto", "custom"):
             raise InputError("format", fmt, "a column schema describes the format itself; leave the format at auto")
-        return load_csv(path, schema, catalogue=catalogue)
+        return load_csv(p, schema, catalogue=catalogue)
     if fmt != "auto":
         if fmt not in LOADERS:
             raise InputError("format", fmt, f"unknown trace format; known: {['auto', *LOADERS]}")
-        return _load(fmt, path, catalogue)
-    p = Path(path)
+        return _load(fmt, p, catalogue)
     at: list[int] = []
     try:
         with p.open(encoding="utf-8-sig") as fh:
