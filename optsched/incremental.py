@@ -262,7 +262,9 @@ class RoundSolver:
     Where running jobs are pinned and a gang is cut into per-node copies by the fill bound, the
     bound the round reports prices the copies into agreement (:class:`~optsched.gang_prices.GangPrices`,
     the prices kept between rounds; ``stats["priced_bound"]``); the decisions above use the bound
-    without prices.
+    without prices. A round where that bound came out no tighter than the knapsack bound makes
+    the next 1, 2, 4, ... rounds (up to ``search_backoff``, by the rule above) report the knapsack
+    bound without computing it.
     """
 
     def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = GAP_TARGET,
@@ -292,6 +294,8 @@ class RoundSolver:
         self._search = _Backoff(search_backoff)  # the search: best responses, then the solver
         self._solver = _Backoff(search_backoff)  # the solver alone, after best responses
         self._prices = GangPrices()  # the pinned gangs' copy prices of the fill bound, between rounds
+        self._priced = _Backoff(search_backoff)  # the priced fill bound, after rounds where it was no tighter
+        self._squeezed = _Backoff(search_backoff)  # the squeezed greedy, after rounds where it found nothing
 
     @property
     def state(self) -> RoundState | None:
@@ -311,6 +315,8 @@ class RoundSolver:
         if value is None:
             self._search.reset()
             self._solver.reset()
+            self._priced.reset()
+            self._squeezed.reset()
             self._prices.clear()
 
     def reset(self) -> None:
@@ -378,18 +384,25 @@ class RoundSolver:
                 # both in the bound (node_refill, fill_bound)
                 hint, value, report = self._take_better(instance, hint, value, report,
                                                         gang_release(instance, node_refill(instance, hint)), stats)
-                if value < (1.0 - self.gap_target) * bound - 1e-9:
+                if value < (1.0 - self.gap_target) * bound - 1e-9 and not self._squeezed.skips(1.0 - value / bound):
                     # a waiting job that the pinned jobs' cores and memory keep out (a heavy gang
                     # over the scattered free GPUs): the greedy with them at their leanest points
+                    # (after rounds where it found nothing, skipped as the priced bound below is)
+                    before = value
                     hint, value, report = self._take_better(instance, hint, value, report, squeezed_greedy(instance), stats)
-                if value < (1.0 - self.gap_target) * bound - 1e-9:
+                    self._squeezed.record(value > before * (1 + 1e-9), 1.0 - before / bound)
+                if value < (1.0 - self.gap_target) * bound - 1e-9 and not self._priced.skips(1.0 - value / bound):
                     # once with the gangs' copies priced into agreement where the bound cuts them
                     # (optsched.gang_prices, the prices kept from the last round): that bound is
-                    # reported, the one without prices decides whether to search on
+                    # reported, the one without prices decides whether to search on. Where it came
+                    # out no tighter than the knapsack bound, the next 1, 2, 4, ... rounds skip it
+                    # (search_backoff): whether it is tighter changes little from round to round
+                    knapsack = bound
                     self._prices.gain = 0.0
                     priced = fill_bound(instance, self._fit_cache, refine=self._prices)
                     bound = min(bound, (priced + self._prices.gain) * (1 + 1e-9) + 1e-9)
                     stats["priced_bound"] = priced * (1 + 1e-9) + 1e-9
+                    self._priced.record(stats["priced_bound"] < knapsack, 1.0 - value / knapsack)
             stats["knapsack_bound"] = bound
             gap = 1.0 - value / bound if bound > 0 else 0.0
             if value < (1.0 - self.gap_target) * bound - 1e-9:
