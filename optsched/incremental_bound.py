@@ -135,6 +135,8 @@ def _node_table(cpus: int, mem: int, units: tuple[int, int], items: Sequence[tup
 
 #: most cells of the one-resource programmes of :func:`_node_best` (beyond: the node's table)
 LINE_CELLS = 20_000
+#: most ways :func:`_node_best` forms at a step before it builds the node's table instead
+NODE_WAYS = 50_000
 
 
 def _node_best(cpus: int, mem: int, items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
@@ -142,7 +144,8 @@ def _node_best(cpus: int, mem: int, items: Sequence[tuple[np.ndarray, np.ndarray
     (``-inf`` where they do not fit): exact, and cheaper than the node's table. It solves the
     programme with memory left out, then with cores left out (one axis each); where the choice of
     either fits the other resource too, that choice is optimal (an optimum of a relaxation that is
-    feasible). Otherwise the two-resource table (:func:`_node_table`) decides."""
+    feasible). Otherwise the node's useful ways (:func:`node_ways`, where they are few) or, failing
+    that, the two-resource table (:func:`_node_table`) decide."""
     for axis, cap, other_cap in ((0, cpus, mem), (1, mem, cpus)):
         if cap >= LINE_CELLS:
             continue
@@ -165,6 +168,10 @@ def _node_best(cpus: int, mem: int, items: Sequence[tuple[np.ndarray, np.ndarray
             other += int(item[1 - axis][o])
         if other <= other_cap:
             return float(dp[cap])
+    ways = node_ways(items, cpus, NODE_WAYS, mem=mem)
+    if ways is not None:
+        v = ways[2]
+        return float(v.max()) if v.size else -math.inf
     return float(_node_table(cpus, mem, _units(cpus, mem, TABLE_CELLS), items)[-1, -1])
 
 
@@ -177,11 +184,12 @@ START_WORK = 50_000
 WAY_CELLS = 4_000_000
 
 
-def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: int, limit: int, picks: bool = False
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: int, limit: int, picks: bool = False,
+              mem: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
     """Every useful way ``items`` (per item its options' cores, GB and worth; one option each)
     can be on a node of ``cpus`` cores: the summed cores, GB and worth of each way and, with
-    ``picks``, the option each item takes (ways x items). Ways over ``cpus`` cores are left out,
+    ``picks``, the option each item takes (ways x items). Ways over ``cpus`` cores (or, given
+    ``mem``, over ``mem`` GB) are left out,
     and, once there are more than a few, every way that another needs no more of either resource
     and is worth no less (of equal ones, the first is kept). ``None`` when more than ``limit``
     ways would be formed at some step, or the test for useless ways would take more than
@@ -193,7 +201,7 @@ def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: 
             return None
         way, opt = np.divmod(np.arange(c.size * wc.size), wc.size)
         c, m, v = c[way] + wc[opt], m[way] + wm[opt], v[way] + f[opt]
-        keep = c <= cpus
+        keep = c <= cpus if mem is None else (c <= cpus) & (m <= mem)
         if chosen is not None:
             chosen = np.column_stack([chosen[way], opt])[keep]
         c, m, v = c[keep], m[keep], v[keep]

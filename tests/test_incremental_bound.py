@@ -171,28 +171,41 @@ def _node_items(seed: int) -> tuple[int, int, list]:
     return cpus, mem, items
 
 
-def test_a_node_alone_gets_the_programme_optimum(monkeypatch):
+@pytest.mark.parametrize("node_ways", [incremental_bound.NODE_WAYS, 1])
+def test_a_node_alone_gets_the_programme_optimum(monkeypatch, node_ways):
     """The one-resource programmes with their feasibility test (``_node_best``) give exactly the
     two-resource table's optimum (``-inf`` where nothing fits), on 40 nodes where each way is taken:
-    a relaxation's choice fits, neither fits (the table decides), nothing fits."""
-    table = incremental_bound._node_table
-    ways = {"relaxed": 0, "table": 0, "none": 0}
+    a relaxation's choice fits, neither fits (the node's useful ways decide or, where they are too
+    many, ``node_ways`` 1 here, the table), nothing fits."""
+    monkeypatch.setattr(incremental_bound, "NODE_WAYS", node_ways)
+    table, enumerate_ways = incremental_bound._node_table, incremental_bound.node_ways
+    ways = {"relaxed": 0, "two-resource": 0, "none": 0}
+    used = {"table": 0, "ways": 0}
 
-    def counted(*args):
-        ways["table"] += 1
+    def counted_table(*args):
+        used["table"] += 1
         return table(*args)
+
+    def counted_ways(*args, **kwargs):
+        out = enumerate_ways(*args, **kwargs)
+        used["ways"] += out is not None
+        return out
 
     for seed in range(40):
         cpus, mem, items = _node_items(seed)
         exact = float(table(cpus, mem, (1, 1), items)[-1, -1])
-        before = ways["table"]
-        monkeypatch.setattr(incremental_bound, "_node_table", counted)
+        before = sum(used.values())
+        monkeypatch.setattr(incremental_bound, "_node_table", counted_table)
+        monkeypatch.setattr(incremental_bound, "node_ways", counted_ways)
         got = incremental_bound._node_best(cpus, mem, items)
         monkeypatch.setattr(incremental_bound, "_node_table", table)
+        monkeypatch.setattr(incremental_bound, "node_ways", enumerate_ways)
         assert got == pytest.approx(exact) if math.isfinite(exact) else got == -math.inf
         ways["none"] += not math.isfinite(exact)
-        ways["relaxed"] += ways["table"] == before and math.isfinite(exact)
+        ways["relaxed"] += sum(used.values()) == before and math.isfinite(exact)
+        ways["two-resource"] += sum(used.values()) > before and math.isfinite(exact)
     assert min(ways.values()) >= 5, ways
+    assert used["ways" if node_ways > 1 else "table"] >= 5 and used["table" if node_ways > 1 else "ways"] == 0, used
 
 
 @pytest.mark.parametrize("seed", range(16))
