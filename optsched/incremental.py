@@ -295,7 +295,6 @@ class RoundSolver:
         self._solver = _Backoff(search_backoff)  # the solver alone, after best responses
         self._prices = GangPrices()  # the pinned gangs' copy prices of the fill bound, between rounds
         self._priced = _Backoff(search_backoff)  # the priced fill bound, after rounds where it was no tighter
-        self._squeezed = _Backoff(search_backoff)  # the squeezed greedy, after rounds where it found nothing
 
     @property
     def state(self) -> RoundState | None:
@@ -316,7 +315,6 @@ class RoundSolver:
             self._search.reset()
             self._solver.reset()
             self._priced.reset()
-            self._squeezed.reset()
             self._prices.clear()
 
     def reset(self) -> None:
@@ -384,13 +382,10 @@ class RoundSolver:
                 # both in the bound (node_refill, fill_bound)
                 hint, value, report = self._take_better(instance, hint, value, report,
                                                         gang_release(instance, node_refill(instance, hint)), stats)
-                if value < (1.0 - self.gap_target) * bound - 1e-9 and not self._squeezed.skips(1.0 - value / bound):
+                if value < (1.0 - self.gap_target) * bound - 1e-9:
                     # a waiting job that the pinned jobs' cores and memory keep out (a heavy gang
                     # over the scattered free GPUs): the greedy with them at their leanest points
-                    # (after rounds where it found nothing, skipped as the priced bound below is)
-                    before = value
                     hint, value, report = self._take_better(instance, hint, value, report, squeezed_greedy(instance), stats)
-                    self._squeezed.record(value > before * (1 + 1e-9), 1.0 - before / bound)
                 if value < (1.0 - self.gap_target) * bound - 1e-9 and not self._priced.skips(1.0 - value / bound):
                     # once with the gangs' copies priced into agreement where the bound cuts them
                     # (optsched.gang_prices, the prices kept from the last round): that bound is
