@@ -262,9 +262,7 @@ class RoundSolver:
     Where running jobs are pinned and a gang is cut into per-node copies by the fill bound, the
     bound the round reports prices the copies into agreement (:class:`~optsched.gang_prices.GangPrices`,
     the prices kept between rounds; ``stats["priced_bound"]``); the decisions above use the bound
-    without prices. A round where that bound came out no tighter than the knapsack bound makes
-    the next 1, 2, 4, ... rounds (up to ``search_backoff``, by the rule above) report the knapsack
-    bound without computing it.
+    without prices.
     """
 
     def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = GAP_TARGET,
@@ -294,7 +292,6 @@ class RoundSolver:
         self._search = _Backoff(search_backoff)  # the search: best responses, then the solver
         self._solver = _Backoff(search_backoff)  # the solver alone, after best responses
         self._prices = GangPrices()  # the pinned gangs' copy prices of the fill bound, between rounds
-        self._priced = _Backoff(search_backoff)  # the priced fill bound, after rounds where it was no tighter
 
     @property
     def state(self) -> RoundState | None:
@@ -314,7 +311,6 @@ class RoundSolver:
         if value is None:
             self._search.reset()
             self._solver.reset()
-            self._priced.reset()
             self._prices.clear()
 
     def reset(self) -> None:
@@ -386,18 +382,14 @@ class RoundSolver:
                     # a waiting job that the pinned jobs' cores and memory keep out (a heavy gang
                     # over the scattered free GPUs): the greedy with them at their leanest points
                     hint, value, report = self._take_better(instance, hint, value, report, squeezed_greedy(instance), stats)
-                if value < (1.0 - self.gap_target) * bound - 1e-9 and not self._priced.skips(1.0 - value / bound):
+                if value < (1.0 - self.gap_target) * bound - 1e-9:
                     # once with the gangs' copies priced into agreement where the bound cuts them
                     # (optsched.gang_prices, the prices kept from the last round): that bound is
-                    # reported, the one without prices decides whether to search on. Where it came
-                    # out no tighter than the knapsack bound, the next 1, 2, 4, ... rounds skip it
-                    # (search_backoff): whether it is tighter changes little from round to round
-                    knapsack = bound
+                    # reported, the one without prices decides whether to search on
                     self._prices.gain = 0.0
                     priced = fill_bound(instance, self._fit_cache, refine=self._prices)
                     bound = min(bound, (priced + self._prices.gain) * (1 + 1e-9) + 1e-9)
                     stats["priced_bound"] = priced * (1 + 1e-9) + 1e-9
-                    self._priced.record(stats["priced_bound"] < knapsack, 1.0 - value / knapsack)
             stats["knapsack_bound"] = bound
             gap = 1.0 - value / bound if bound > 0 else 0.0
             if value < (1.0 - self.gap_target) * bound - 1e-9:

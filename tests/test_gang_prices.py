@@ -106,28 +106,3 @@ def test_a_round_chain_reports_the_priced_bound(monkeypatch):
             assert res.bound <= res.stats["knapsack_bound"] + 1e-9
     assert seen >= 1
 
-
-@pytest.mark.parametrize("backoff, pattern", [(4, [1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 0]), (0, [1] * 12)])
-def test_the_priced_bound_backs_off_where_it_is_no_tighter(monkeypatch, backoff, pattern):
-    """A chain whose priced fill bound comes out no tighter than the knapsack bound (here: never
-    finite) skips it in the next 1, 2, 4, ... rounds, up to ``search_backoff``, and reports the
-    knapsack bound there; ``search_backoff=0`` computes it in every round."""
-    from optsched import incremental
-
-    calls: list[int] = []
-
-    def loose(*args, **kwargs):
-        calls.append(1)
-        return math.inf
-
-    monkeypatch.setattr(incremental, "fill_bound", loose)
-    inst = _pinned_round(2, waiting=4)
-    chain = RoundSolver("cpsat", time_limit=1.0, options=FAST, reuse=False, search_backoff=backoff)
-    seen = []
-    for _ in range(12):
-        before = len(calls)
-        res = chain.solve(inst)
-        seen.append(len(calls) - before)
-        assert ("priced_bound" in res.stats) == bool(seen[-1])
-        assert res.objective - 1e-9 <= res.bound <= max(res.stats["knapsack_bound"], res.objective) + 1e-9
-    assert seen == pattern
