@@ -105,4 +105,3 @@ def test_a_round_chain_reports_the_priced_bound(monkeypatch):
             seen += 1
             assert res.bound <= res.stats["knapsack_bound"] + 1e-9
     assert seen >= 1
-
