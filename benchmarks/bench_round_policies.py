@@ -5,9 +5,11 @@ policies from the literature").
 
     python benchmarks/bench_round_policies.py run --out benchmarks/results/round_policies.csv
     python benchmarks/bench_round_policies.py run --workloads alibaba --out benchmarks/results/round_policies_alibaba.csv
-    python benchmarks/bench_round_policies.py table benchmarks/results/round_policies.csv
+    python benchmarks/bench_round_policies.py table benchmarks/results/round_policies.csv benchmarks/results/round_policies_fifo.csv
 
-Variants per allocator (queue policy LAS unless ``--policy``):
+Variants per allocator (queue policy LAS unless ``--policy``; ``--preemption`` sets every run's
+``SimConfig.preemption``, default ``auto``: FIFO pins running jobs in ``plain``, while deadlines
+and quotas, which work by preempting, make it ``allowed``):
 
 * ``plain``: no round policy. Its deadline and quota columns are measured against the same SLO
   marking and quotas as the other variants, i.e. what a scheduler unaware of them achieves.
@@ -47,7 +49,7 @@ POLICY = "las"
 SLO_SHARE = 0.3
 SLO_SLACK = 2.0
 GUARANTEED = 0.9
-FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "jain_jobs",
+FIELDS = ("workload", "policy", "preemption", "variant", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "jain_jobs",
           "slo_jobs", "slo_admitted", "slo_rejected", "slo_demoted", "deadline_sat", "admitted_sat", "be_avg_jct_h",
           "min_share", "below_quota", "jain_tenants", "gpu_util", "preemptions", "solver_calls", "wall_s", "loadavg")
 
@@ -140,7 +142,8 @@ def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, 
     return {"min_share": mins / tot, "below_quota": below / tot, "jain_tenants": jain / tot}
 
 
-def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
+def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY,
+            preemption: str = "auto") -> dict[str, Any]:
     from optsched.sim.config import SimConfig
     from optsched.sim.deadlines import deadline_metrics, mark_deadlines
     from optsched.sim.engine import simulate
@@ -152,7 +155,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     quotas = quotas_for(jobs, sum(nd.gpus for nd in setup.nodes))
     opts = {"num_workers": 1} if allocator == "cpsat" else {}
     rec = Recorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts), {j.id: j.tenant for j in jobs})
-    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False,
+    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, preemption=preemption,
                     slo_share=SLO_SHARE if variant == "deadlines" else 0.0, slo_slack=SLO_SLACK, slo_seed=seed,
                     tenant_quotas=quotas if variant == "quotas" else None)
     t0 = time.perf_counter()
@@ -161,7 +164,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     s = res.summary()
     fin = res.finished
     row: dict[str, Any] = {
-        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, **summary_columns(s),
+        "workload": workload, "policy": policy, "preemption": preemption, "variant": variant, "allocator": allocator, **summary_columns(s),
         "gpu_util": s["gpu_util"], "solver_calls": s["solver_calls"], "wall_s": wall, "loadavg": os.getloadavg()[0],
     }
     f = fairness(res.jct_s[fin], isolated_s(setup)[fin])
@@ -182,16 +185,22 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
 def cmd_run(args: argparse.Namespace) -> int:
     grid = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators]
     run_resumable(Path(args.out), FIELDS, ("workload", "variant", "allocator"), grid,
-                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy),
+                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy, args.preemption),
                   lambda row: f"avg JCT {row['avg_jct_h']:.2f} h, deadlines met {row['deadline_sat']:.2f}, min share {row['min_share']:.2f}",
                   "round-policy runs")
     return 0
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    with open(args.csv) as fh:
-        rows = list(csv.DictReader(fh))
-    rows.sort(key=lambda r: (r["workload"], r.get("policy", POLICY), VARIANTS.index(r["variant"]), ALLOCATORS.index(r["allocator"])))
+    rows = []
+    for path in args.csv:
+        with open(path) as fh:
+            rows += csv.DictReader(fh)
+    def setting(r: dict[str, str]) -> tuple[str, str]:
+        return r.get("policy", POLICY), r.get("preemption", "auto")
+
+    order = {k: i for i, k in enumerate(dict.fromkeys(map(setting, rows)))}  # settings in the files' order
+    rows.sort(key=lambda r: (r["workload"], order[setting(r)], VARIANTS.index(r["variant"]), ALLOCATORS.index(r["allocator"])))
 
     def f(x: str, fmt: str) -> str:
         return "–" if x == "" else format(float(x), fmt)
@@ -201,7 +210,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         adm = "–" if r["slo_admitted"] == "" else f"{r['slo_admitted']} / {r['slo_rejected']} / {r['slo_demoted']} of {r['slo_jobs']}"
-        print(f"| {r.get('policy', POLICY)} | {r['variant']} | {r['allocator']} | {f(r['avg_jct_h'], '.2f')} | {f(r['be_avg_jct_h'], '.2f')} | {f(r['p99_jct_h'], '.1f')} | "
+        pol, pre = setting(r)
+        pol += "" if pre == "auto" else f", preemption {pre}"
+        print(f"| {pol} | {r['variant']} | {r['allocator']} | {f(r['avg_jct_h'], '.2f')} | {f(r['be_avg_jct_h'], '.2f')} | {f(r['p99_jct_h'], '.1f')} | "
               f"{f(r['makespan_h'], '.1f')} | {adm} | {f(r['deadline_sat'], '.0%')} | {f(r['admitted_sat'], '.0%')} | "
               f"{f(r['min_share'], '.2f')} | {f(r['below_quota'], '.0%')} | {f(r['jain_tenants'], '.3f')} | {f(r['gpu_util'], '.0%')} | "
               f"{r['preemptions']} |")
@@ -209,8 +220,12 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/round_policies.csv", workloads=["philly"], axis=("--variants", VARIANTS, None),
-                                allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, run=cmd_run, table=cmd_table)
+    ap, run, _ = run_table_parser(__doc__, "benchmarks/results/round_policies.csv", workloads=["philly"], axis=("--variants", VARIANTS, None),
+                                 allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, run=cmd_run, table=cmd_table,
+                                 table_nargs="+", table_help="results files (rows of all, sorted)")
+    run.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
+                     help="SimConfig.preemption of every run (default auto: the queue policy's own; FIFO pins running jobs "
+                          "unless a round policy preempts)")
     args = ap.parse_args(argv)
     return args.fn(args)
 
