@@ -444,7 +444,8 @@ def consolidate(instance: Instance, schedule: Schedule, budget: float = 0.0) -> 
     Movable jobs (:func:`_movable`: not running, or moving anyway) keep their value (same type,
     point, one node; landing home only raises it). A running job at home may be migrated too when
     its loss (its value x ``restart_s / duration_s``) fits in what is left of ``budget`` and the
-    moves stay within ``round.max_moves``. The set of scheduled jobs and the tenants' GPUs never
+    moves stay within ``round.max_moves``; a node holding a pinned job (running, ``preemptible``
+    false) is never emptied. The set of scheduled jobs and the tenants' GPUs never
     change, so quotas, deadlines and DRF keep what they had, and max_moves is kept. Each emptied
     node frees all its GPUs and uses no new node, so the pass never lowers
     :func:`whole_free_gpus`; it repeats until a sweep empties nothing. With ``budget = 0`` the
@@ -470,8 +471,8 @@ def consolidate(instance: Instance, schedule: Schedule, budget: float = 0.0) -> 
         order = sorted(on, key=lambda i: (nodes[i].gpus - int(free[i, 0]), i))
         for i in order:
             here = on.get(i)
-            if not here or any(len(jobs[j].nodes) != 1 for j in here):
-                continue
+            if not here or any(len(jobs[j].nodes) != 1 or instance.job(j).pinned for j in here):
+                continue  # a pinned running job (preemptible false) keeps its node: this one stays
             pinned = [j for j in here if not _movable(instance.job(j), jobs[j].nodes)]
             cost = 0.0
             for j in pinned:

@@ -148,6 +148,20 @@ def test_a_running_job_is_migrated_only_when_the_tolerance_pays_for_its_restart(
         assert loose.objective >= 0.75 * tight.objective - 1e-9, method
 
 
+def test_a_pinned_running_job_is_never_migrated_whatever_the_tolerance():
+    # as above, but j0 may not be preempted or moved (preemptible false, as the simulator's FIFO
+    # rounds pin running jobs): every method keeps it on n1, and consolidation leaves n1 alone
+    jobs = [_job(0, placement={"n1": 1}, restart_s=60, preemptible=False), _job(1, 4)]
+    nodes = [{"id": "n0", "gpu_type": "V100", "gpus": 8, "cpus": 24, "mem_gb": 100},
+             {"id": "n1", "gpu_type": "V100", "gpus": 4, "cpus": 24, "mem_gb": 100}]
+    inst = _round(jobs, nodes, packing_tolerance=0.25)
+    for method in ("cpsat", "fungible-greedy", "fixed-demand"):
+        res = solve_round(inst, solver=method, time_limit=2, **({"num_workers": 1} if method == "cpsat" else {}))
+        assert res.schedule.jobs["j0"].nodes == {"n1": 1} and not check_schedule(inst, res.schedule), method
+    plain = Schedule(inst.name, {"j0": Assignment({"n1": 1}, 4, 8), "j1": Assignment({"n0": 4}, 1, 8)})
+    assert consolidate(inst, plain, budget=10.0).jobs == plain.jobs
+
+
 def test_the_tolerance_never_buys_idle_nodes_by_leaving_jobs_out():
     # j1 is worth 1 % of j0 and cannot share j0's node: dropping it would idle n1 within a 5 %
     # tolerance, but consolidation only moves jobs; j1 keeps running
