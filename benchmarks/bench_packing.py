@@ -11,7 +11,9 @@ policies from the literature").
         --out benchmarks/results/moves.csv                                                     # bounded moves
     python benchmarks/bench_packing.py run --workloads alibaba --out benchmarks/results/packing_alibaba.csv
 
-Variants per allocator (queue policy LAS unless ``--policy``): ``plain`` (no packing),
+Variants per allocator (queue policy LAS unless ``--policy``; ``--preemption`` sets every run's
+``SimConfig.preemption``, default ``auto``: FIFO pins running jobs, which then neither move nor
+stop, as in bench_round_policies.py): ``plain`` (no packing),
 ``pack`` (``round.packing = "consolidate"``, tolerance 0: only among the worth-optimal schedules
 for cpsat, worth-preserving moves for the heuristics) and ``pack5`` (tolerance 0.05: up to 5 %
 of a round's worth may be given up for idle nodes); ``movesK`` (``round.max_moves = K``: at most K
@@ -51,7 +53,7 @@ VARIANTS: dict[str, tuple[float | None, int | None]] = {
     "moves4": (None, 4), "moves1": (None, 1), "moves0": (None, 0), "pack5-moves4": (0.05, 4), "pack5-moves1": (0.05, 1)}
 POLICY = "las"
 LARGE = 8
-FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "large_jobs", "avg_jct_h", "p99_jct_h", "makespan_h",
+FIELDS = ("workload", "policy", "preemption", "variant", "allocator", "jobs", "finished", "large_jobs", "avg_jct_h", "p99_jct_h", "makespan_h",
           "large_queue_h", "large_jct_h", "small_jct_h", "whole_free_gpus", "fragmentation", "gpu_util", "preemptions", "moves",
           "solver_calls", "wall_s", "loadavg")
 
@@ -95,7 +97,7 @@ def free_metrics(res: Any, rec: FreeRecorder) -> dict[str, float]:
 
 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY,
-            deterministic_time: float | None = None) -> dict[str, Any]:
+            deterministic_time: float | None = None, preemption: str = "auto") -> dict[str, Any]:
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
@@ -107,7 +109,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
         opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
     rec = FreeRecorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts))
     tol, max_moves = VARIANTS[variant]
-    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False,
+    cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, preemption=preemption,
                     packing=None if tol is None else "consolidate", packing_tolerance=tol or None, max_moves=max_moves)
     t0 = time.perf_counter()
     res = simulate(setup.workload, setup.nodes, get_policy(policy), rec, cfg)
@@ -119,7 +121,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     large = fin & (jobs["gpus"] >= LARGE)
     small = fin & (jobs["gpus"] == 1)
     row: dict[str, Any] = {
-        "workload": workload, "policy": policy, "variant": variant, "allocator": allocator, **summary_columns(s),
+        "workload": workload, "policy": policy, "preemption": preemption, "variant": variant, "allocator": allocator, **summary_columns(s),
         "large_jobs": int(large.sum()),
         "large_queue_h": float(np.mean(jobs["start_s"][large] - jobs["submit_s"][large])) / 3600 if large.any() else float("nan"),
         "large_jct_h": float(np.mean(jct[large])) / 3600 if large.any() else float("nan"),
@@ -137,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise SystemExit(f"unknown variant {v!r}; known: {list(VARIANTS)}")
     grid = [(w, v, a) for w in args.workloads for v in args.variants for a in args.allocators]
     run_resumable(Path(args.out), FIELDS, ("workload", "variant", "allocator"), grid,
-                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy, args.deterministic_time),
+                  lambda w, v, a: run_one(w, v, a, args.seed, args.time_limit, args.policy, args.deterministic_time, args.preemption),
                   lambda row: (f"avg JCT {row['avg_jct_h']:.2f} h, large queue {row['large_queue_h']:.2f} h, "
                                f"whole free {row['whole_free_gpus']:.1f}"),
                   "packing runs")
@@ -154,7 +156,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     for path in args.csv:
         with open(path) as fh:
             for r in csv.DictReader(fh):
-                groups.setdefault((r["workload"], r["policy"], r["allocator"], r["variant"]), []).append(r)
+                pre = r.get("preemption", "auto")  # files from before the column: auto
+                pol = r["policy"] + ("" if pre == "auto" else f", preemption {pre}")
+                groups.setdefault((r["workload"], pol, r["allocator"], r["variant"]), []).append(r)
     keys = sorted(groups, key=lambda k: (k[0], k[1], ALLOCATORS.index(k[2]), list(VARIANTS).index(k[3])))
     print("| policy | allocator | variant | seeds | avg JCT (h) | p99 JCT (h) | makespan (h) | large (>= 8 GPUs): queueing delay (h) "
           "| large: JCT (h) | 1-GPU JCT (h) | whole free GPUs | fragmentation | GPU util | preemptions | moves |")
@@ -170,10 +174,12 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/packing.csv", workloads=["philly"],
+    ap, run, _ = run_table_parser(__doc__, "benchmarks/results/packing.csv", workloads=["philly"],
                                 axis=("--variants", ["plain", "pack", "pack5"], f"of {list(VARIANTS)} (default: the packing ones)"),
                                 allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, deterministic_time=True, run=cmd_run, table=cmd_table,
                                 table_nargs="+", table_help="one results file per seed")
+    run.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
+                     help="SimConfig.preemption of every run (default auto: the queue policy's own; FIFO pins running jobs)")
     args = ap.parse_args(argv)
     return args.fn(args)
 
