@@ -159,7 +159,7 @@ def file_path(value: Any, field: str = "path") -> Path:
     functions check their paths with it before touching the file system."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
-    if isinstance(value, bytes) or not isinstance(value, str):
+    if not isinstance(value, str):  # bytes too: os.fspath of a bytes path-like gives bytes
         raise InputError(field, value, "must be a file path (a string or os.PathLike)")
     if not value:
         raise InputError(field, value, "must be a file path, not empty")
