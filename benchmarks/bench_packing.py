@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, run_resumable, run_table_parser, summary_columns  # noqa: E402
+from bench_policies import LOAD, policy_label, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
@@ -156,8 +156,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     for path in args.csv:
         with open(path) as fh:
             for r in csv.DictReader(fh):
-                pre = r.get("preemption", "auto")  # files from before the column: auto
-                pol = r["policy"] + ("" if pre == "auto" else f", preemption {pre}")
+                pol = policy_label(r["policy"], r.get("preemption", "auto"))  # files from before the column: auto
                 groups.setdefault((r["workload"], pol, r["allocator"], r["variant"]), []).append(r)
     keys = sorted(groups, key=lambda k: (k[0], k[1], ALLOCATORS.index(k[2]), list(VARIANTS).index(k[3])))
     print("| policy | allocator | variant | seeds | avg JCT (h) | p99 JCT (h) | makespan (h) | large (>= 8 GPUs): queueing delay (h) "
@@ -174,12 +173,10 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap, run, _ = run_table_parser(__doc__, "benchmarks/results/packing.csv", workloads=["philly"],
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/packing.csv", workloads=["philly"],
                                 axis=("--variants", ["plain", "pack", "pack5"], f"of {list(VARIANTS)} (default: the packing ones)"),
                                 allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, deterministic_time=True, run=cmd_run, table=cmd_table,
-                                table_nargs="+", table_help="one results file per seed")
-    run.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
-                     help="SimConfig.preemption of every run (default auto: the queue policy's own; FIFO pins running jobs)")
+                                table_nargs="+", table_help="one results file per seed", preemption=True)
     args = ap.parse_args(argv)
     return args.fn(args)
 

@@ -103,13 +103,13 @@ def run_resumable(out: Path, fields: list[str], key: tuple[str, ...], grid: list
 def run_table_parser(doc: str, out: str, *, workloads: Sequence[str], axis: tuple[str, Sequence[str], str | None],
                      allocators: Sequence[str], time_limit: float, run: Callable[[argparse.Namespace], int],
                      table: Callable[[argparse.Namespace], int], policy: str | None = None, deterministic_time: bool = False,
-                     table_nargs: str | None = None, table_help: str | None = None,
+                     table_nargs: str | None = None, table_help: str | None = None, preemption: bool = False,
                      extra: Callable[[Any], None] | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser,
                                                                             argparse.ArgumentParser]:
     """The simulation benches' shared command line: a ``run`` sub-command (``--out``, ``--workloads``,
     the script's own grid axis ``axis = (flag, default, help)``, ``--allocators``, ``--seed``,
-    ``--time-limit``, then ``--policy`` when ``policy`` is given and ``--deterministic-time`` when
-    asked) dispatching to ``run``, and a ``table CSV`` sub-command dispatching to ``table``;
+    ``--time-limit``, then ``--policy`` when ``policy`` is given, and ``--deterministic-time`` and
+    ``--preemption`` (every run's ``SimConfig.preemption``) when asked) dispatching to ``run``, and a ``table CSV`` sub-command dispatching to ``table``;
     ``extra(subparsers)`` may add sub-commands between the two. The description is ``doc``'s first
     paragraph. Returns ``(parser, run parser, table parser)``; ``args.fn(args)`` runs the command."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
@@ -126,6 +126,12 @@ def run_table_parser(doc: str, out: str, *, workloads: Sequence[str], axis: tupl
         r.add_argument("--policy", default=policy, help=f"queue policy of every run (default {policy})")
     if deterministic_time:
         r.add_argument("--deterministic-time", type=float, default=None, help="cpsat's deterministic-time budget per round")
+    if preemption:
+        from optsched.sim.config import PREEMPTION
+
+        r.add_argument("--preemption", default="auto", choices=PREEMPTION,
+                       help="SimConfig.preemption of every run (default auto: the queue policy's own; FIFO pins running jobs "
+                            "unless a round policy preempts)")
     r.set_defaults(fn=run)
     if extra is not None:
         extra(sub)
@@ -133,6 +139,11 @@ def run_table_parser(doc: str, out: str, *, workloads: Sequence[str], axis: tupl
     t.add_argument("csv", nargs=table_nargs, help=table_help)
     t.set_defaults(fn=table)
     return ap, r, t
+
+
+def policy_label(policy: str, preemption: str = "auto") -> str:
+    """A table's policy cell: the policy, and its preemption setting where that is not ``auto``."""
+    return policy if preemption == "auto" else f"{policy}, preemption {preemption}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:

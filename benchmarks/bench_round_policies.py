@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_policies import LOAD, fairness, isolated_s, run_resumable, run_table_parser, summary_columns  # noqa: E402
+from bench_policies import LOAD, fairness, isolated_s, policy_label, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
 ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
@@ -210,9 +210,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         adm = "–" if r["slo_admitted"] == "" else f"{r['slo_admitted']} / {r['slo_rejected']} / {r['slo_demoted']} of {r['slo_jobs']}"
-        pol, pre = setting(r)
-        pol += "" if pre == "auto" else f", preemption {pre}"
-        print(f"| {pol} | {r['variant']} | {r['allocator']} | {f(r['avg_jct_h'], '.2f')} | {f(r['be_avg_jct_h'], '.2f')} | {f(r['p99_jct_h'], '.1f')} | "
+        print(f"| {policy_label(*setting(r))} | {r['variant']} | {r['allocator']} | {f(r['avg_jct_h'], '.2f')} | {f(r['be_avg_jct_h'], '.2f')} | {f(r['p99_jct_h'], '.1f')} | "
               f"{f(r['makespan_h'], '.1f')} | {adm} | {f(r['deadline_sat'], '.0%')} | {f(r['admitted_sat'], '.0%')} | "
               f"{f(r['min_share'], '.2f')} | {f(r['below_quota'], '.0%')} | {f(r['jain_tenants'], '.3f')} | {f(r['gpu_util'], '.0%')} | "
               f"{r['preemptions']} |")
@@ -220,12 +218,9 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap, run, _ = run_table_parser(__doc__, "benchmarks/results/round_policies.csv", workloads=["philly"], axis=("--variants", VARIANTS, None),
+    ap, _, _ = run_table_parser(__doc__, "benchmarks/results/round_policies.csv", workloads=["philly"], axis=("--variants", VARIANTS, None),
                                  allocators=ALLOCATORS, time_limit=1.0, policy=POLICY, run=cmd_run, table=cmd_table,
-                                 table_nargs="+", table_help="results files (rows of all, sorted)")
-    run.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
-                     help="SimConfig.preemption of every run (default auto: the queue policy's own; FIFO pins running jobs "
-                          "unless a round policy preempts)")
+                                 table_nargs="+", table_help="results files (rows of all, sorted)", preemption=True)
     args = ap.parse_args(argv)
     return args.fn(args)
 
