@@ -76,7 +76,7 @@ def _setup(workload: str, load: str, seed: int) -> Any:
 
 
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
-            deterministic_time: float | None = None, backfill: str = "any", start_spread_horizon_s: float | None = 7200.0,
+            deterministic_time: float | None = None, backfill: str = "easy", start_spread_horizon_s: float | None = 7200.0,
             start_min_throughput: float = 0.5) -> dict[str, Any]:
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``
     (``backfill``, ``start_spread_horizon_s`` and ``start_min_throughput``: the
@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--deterministic-time", type=float, default=None,
                     help="CP-SAT deterministic seconds per round (the time limit stays as a wall-clock cap): "
                          "results that do not depend on the machine's load")
-    ex.add_argument("--backfill", default="any", choices=("any", "easy"),
-                    help="non-preemptive queues: any (default) or easy (EASY backfilling: SimConfig.backfill)")
+    ex.add_argument("--backfill", default="easy", choices=("easy", "any"),
+                    help="non-preemptive queues: easy (EASY backfilling, default) or any (SimConfig.backfill)")
     ex.add_argument("--start-spread-horizon", default="2h",
                     help="non-preemptive rounds: how long a start's spread is charged for (SimConfig.start_spread_horizon_s; "
                          "default 2h, 'none': one round)")

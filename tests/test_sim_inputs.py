@@ -133,6 +133,9 @@ def test_a_synthetic_load_without_gpus_is_on_the_cluster_of_the_run(tmp_path, ca
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "60 jobs" in err and "--backfill easy applies to queues that do not preempt" in err
+    # the default (easy) is not the user's choice: no note
+    assert main([a for a in args if a not in ("--backfill", "easy")]) == 0
+    assert "--backfill" not in capsys.readouterr().err
 
 
 def test_simulate_warns_when_times_look_like_another_unit(tmp_path, capsys):

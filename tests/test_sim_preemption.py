@@ -255,6 +255,16 @@ def test_easy_backfilling_never_lets_a_younger_job_delay_the_heads_start(solver)
     assert starts["easy"]["short"] < 3000.0
 
 
+def test_a_non_preemptive_queue_backfills_easy_by_default():
+    """The default keeps the head's reservation: the younger long job does not take the GPUs
+    the gang waits for (it would under ``backfill="any"``)."""
+    assert SimConfig().backfill == "easy"
+    wl, nodes = _reservation_stream()
+    res = simulate(wl, nodes, policies.FIFO(), SolveRoundAllocator("fungible-greedy"), SimConfig(round_s=300.0, progress=False))
+    starts = dict(zip(res.jobs["id"], res.jobs["start_s"], strict=True))
+    assert starts["gang"] <= 3300.0 and starts["long"] >= starts["gang"]
+
+
 def test_the_backfill_setting_is_checked():
     with pytest.raises(InputError, match="backfill"):
         SimConfig(backfill="conservative")

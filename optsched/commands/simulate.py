@@ -19,7 +19,7 @@ from optsched.extras import require_extra
 from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
 from optsched.registry import get_method, methods
-from optsched.sim.config import SimConfig, parse_start_spread_horizon, pins_running_jobs
+from optsched.sim.config import BACKFILL, SimConfig, parse_start_spread_horizon, pins_running_jobs
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
@@ -79,10 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="none: a running job is never stopped or moved for another; allowed: the allocator may; auto (default): "
                         "the policy's own semantics (fifo does not preempt; las, srf, srtf and the others do), allowed with "
                         "quotas, SLO jobs or --fairness")
-    p.add_argument("--backfill", default="any", choices=("any", "easy"),
-                   help="when the head of a non-preemptive queue does not fit: any (default): every waiting job that fits may "
-                        "start; easy: EASY backfilling, the head holds a reservation at the earliest time enough GPUs come free "
-                        "and only jobs that end by then (run time at demand) or fit beside it may start")
+    p.add_argument("--backfill", default=None, choices=BACKFILL,
+                   help="when the head of a non-preemptive queue does not fit: easy (default): EASY backfilling, the head holds "
+                        "a reservation at the earliest time enough GPUs come free and only jobs that end by then (run time at "
+                        "demand) or fit beside it may start; any: every waiting job that fits may start, however long it holds "
+                        "the GPUs the head waits for")
     p.add_argument("--start-spread-horizon", default="2h",
                    help="non-preemptive rounds: a job started there keeps its nodes until it ends, so the round charges a start "
                         "on more nodes than the job needs its spread factor as over this long (default 2h: 0.9 per extra node "
@@ -149,13 +150,14 @@ def _as_option(e: InputError, options: dict[str, str]) -> InputError:
     return InputError(options[e.field], e.value, e.problem) if e.field in options else e
 
 
-def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str]) -> None:
+def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str], backfill_given: bool) -> None:
     """Refuse, before any replay, an allocator that cannot keep running jobs where they run
     (contract job field ``preemptible``) in a run whose rounds pin them (a queue that does not
-    preempt: FIFO under ``--preemption auto``, or ``--preemption none``), saying why."""
+    preempt: FIFO under ``--preemption auto``, or ``--preemption none``), saying why; note where
+    a ``--backfill`` the user gave changes none of the runs of some policies."""
     pinning = [pol for pol in policies if pins_running_jobs(cfg, get_policy(pol))]
-    if cfg.backfill == "easy" and len(pinning) < len(policies):
-        print(f"note: --backfill easy applies to queues that do not preempt; it does not change the runs of "
+    if backfill_given and len(pinning) < len(policies):
+        print(f"note: --backfill {cfg.backfill} applies to queues that do not preempt; it does not change the runs of "
               f"{', '.join(pol for pol in policies if pol not in pinning)}", file=sys.stderr)
     if not pinning:
         return
@@ -211,12 +213,12 @@ def run(args: argparse.Namespace) -> int:
             check=args.check, progress=not args.no_progress, slo_share=args.slo_share, slo_slack=args.slo_slack, slo_seed=args.seed,
             packing="consolidate" if args.packing else None, packing_tolerance=args.packing_tolerance,
             elastic_share=args.elastic_share, elastic_seed=args.seed, fairness=args.fairness, max_moves=args.max_moves,
-            preemption=args.preemption, backfill=args.backfill,
+            preemption=args.preemption, backfill=args.backfill or SimConfig.backfill,
             start_spread_horizon_s=parse_start_spread_horizon(args.start_spread_horizon), start_min_throughput=args.start_min_throughput,
         )
     except InputError as e:  # SimConfig's field names, as the options that set them
         raise _as_option(e, _CONFIG_OPTION) from None
-    _check_pinning(cfg, policies, allocators)
+    _check_pinning(cfg, policies, allocators, args.backfill is not None)
     try:
         setup = prepare(
             args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,

@@ -69,8 +69,9 @@ class SimConfig:
     #: ``"easy"`` (EASY backfilling, the simplest reservation-based rule of batch schedulers: the
     #: head holds a reservation at the earliest time enough GPUs come free, and only jobs that end
     #: by then or fit beside it may start; optsched.sim.queue.reservation) or ``"any"`` (every waiting job
-    #: that fits may start, however long it holds GPUs the head waits for)
-    backfill: str = "any"
+    #: that fits may start, however long it holds GPUs the head waits for, so a backlog of large
+    #: gangs can starve behind younger long jobs)
+    backfill: str = "easy"
     #: in rounds that pin the running jobs, how long a waiting job's start is charged its spread
     #: for: a pinned job keeps its nodes until it ends, so a gang started on more nodes than it
     #: needs is slower for its whole run, not for one round. Its round worth pays
