@@ -76,12 +76,14 @@ def _setup(workload: str, load: str, seed: int) -> Any:
 
 
 def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, time_limit: float, out: str,
-            deterministic_time: float | None = None, backfill: str = "easy", start_spread_horizon_s: float | None = 7200.0,
+            deterministic_time: float | None = None, backfill: str | None = None, start_spread_horizon_s: float | None = 7200.0,
             start_min_throughput: float = 0.5) -> dict[str, Any]:
     """One simulation; writes ``<out>/<workload>-<load>-<policy>-<allocator>-s<seed>.json``
     (``backfill``, ``start_spread_horizon_s`` and ``start_min_throughput``: the
-    :class:`optsched.sim.config.SimConfig` fields)."""
+    :class:`optsched.sim.config.SimConfig` fields; ``backfill`` None: its default)."""
     from optsched.sim.config import SimConfig
+
+    backfill = backfill or SimConfig.backfill
     from optsched.sim.experiment import run
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
 
@@ -286,6 +288,8 @@ def _ints(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from optsched.sim.config import BACKFILL
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("speed", help="engine speed on a long Philly window")
@@ -311,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--deterministic-time", type=float, default=None,
                     help="CP-SAT deterministic seconds per round (the time limit stays as a wall-clock cap): "
                          "results that do not depend on the machine's load")
-    ex.add_argument("--backfill", default="easy", choices=("easy", "any"),
+    ex.add_argument("--backfill", default=None, choices=BACKFILL,
                     help="non-preemptive queues: easy (EASY backfilling, default) or any (SimConfig.backfill)")
     ex.add_argument("--start-spread-horizon", default="2h",
                     help="non-preemptive rounds: how long a start's spread is charged for (SimConfig.start_spread_horizon_s; "
