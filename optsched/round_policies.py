@@ -473,13 +473,14 @@ def consolidate(instance: Instance, schedule: Schedule, budget: float = 0.0) -> 
             here = on.get(i)
             if not here or any(len(jobs[j].nodes) != 1 or instance.job(j).pinned for j in here):
                 continue  # a pinned running job (preemptible false) keeps its node: this one stays
-            pinned = [j for j in here if not _movable(instance.job(j), jobs[j].nodes)]
+            # running jobs at home: emptying the node migrates them, at their restart's cost
+            at_home = [j for j in here if not _movable(instance.job(j), jobs[j].nodes)]
             cost = 0.0
-            for j in pinned:
+            for j in at_home:
                 job = instance.job(j)
                 cost += assignment_value(instance, job, jobs[j]) * min(1.0, job.restart_s / instance.round.duration_s)
-            if pinned and (cost > left_budget + 1e-12 or (max_moves is not None and moves + len(pinned) > max_moves)
-                           or any(instance.job(j).restart_s >= instance.round.duration_s for j in pinned)):
+            if at_home and (cost > left_budget + 1e-12 or (max_moves is not None and moves + len(at_home) > max_moves)
+                            or any(instance.job(j).restart_s >= instance.round.duration_s for j in at_home)):
                 continue
             used = np.array([bool(on.get(k)) for k in range(n_nodes)]) & (types == nodes[i].gpu_type)
             used[i] = False
@@ -507,7 +508,7 @@ def consolidate(instance: Instance, schedule: Schedule, budget: float = 0.0) -> 
             free = trial
             del on[i]
             left_budget -= cost
-            moves += len(pinned)
+            moves += len(at_home)
             for jid, k in dest.items():
                 a = jobs[jid]
                 jobs[jid] = Assignment({nodes[k].id: a.gpus}, a.cpus_per_gpu, a.mem_per_gpu_gb)
