@@ -82,10 +82,10 @@ def run_one(workload: str, load: str, policy: str, allocator: str, seed: int, ti
     (``backfill``, ``start_spread_horizon_s`` and ``start_min_throughput``: the
     :class:`optsched.sim.config.SimConfig` fields; ``backfill`` None: its default)."""
     from optsched.sim.config import SimConfig
-
-    backfill = backfill or SimConfig.backfill
     from optsched.sim.experiment import run
     from optsched.sim.metrics import write_jobs_csv, write_metrics_json
+
+    backfill = backfill or SimConfig.backfill
 
     setup = _setup(workload, load, seed)
     name = f"{workload}-{load}-{policy}-{allocator}-s{seed}"

@@ -19,7 +19,7 @@ from optsched.extras import require_extra
 from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
 from optsched.registry import get_method, methods
-from optsched.sim.config import BACKFILL, SimConfig, parse_start_spread_horizon, pins_running_jobs
+from optsched.sim.config import BACKFILL, PREEMPTION, SimConfig, parse_start_spread_horizon, pins_running_jobs
 from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-moves", type=int, default=None,
                    help="Gandiva's migration budget: at most this many running jobs change nodes per round (round.max_moves; "
                         "default: unbounded)")
-    p.add_argument("--preemption", default="auto", choices=("auto", "none", "allowed"),
+    p.add_argument("--preemption", default=SimConfig.preemption, choices=PREEMPTION,
                    help="none: a running job is never stopped or moved for another; allowed: the allocator may; auto (default): "
                         "the policy's own semantics (fifo does not preempt; las, srf, srtf and the others do), allowed with "
                         "quotas, SLO jobs or --fairness")
