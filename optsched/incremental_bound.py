@@ -276,7 +276,6 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
         if refine is not None and gangs:
             out = min(out, refine(instance, jobs, starts, cells, out))
         return out
-    total = np.zeros([g.f.size for g in kept] or [1])
     axes = len(kept)
 
     def along(i: int, values: np.ndarray) -> np.ndarray:
@@ -284,16 +283,24 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
         shape[i] = values.size
         return values.reshape(shape)
 
+    # a node's worth depends only on the enumerated gangs on it: the nodes' worths are summed per
+    # set of such gangs (small arrays; most nodes hold one gang or none) and the joint table is
+    # formed once per set, not once per node
+    parts: dict[tuple[int, ...], np.ndarray] = {}
+
+    def add(on: tuple[int, ...], worth: np.ndarray) -> None:
+        parts[on] = worth if on not in parts else parts[on] + worth
+
     for i, g in enumerate(kept):
-        total = total + along(i, g.f)
+        add((i,), along(i, g.f))
     for n in nodes:
         node = instance.nodes[n]
+        on = tuple(i for i, g in enumerate(kept) if n in g.nodes)
         left_c = np.full([1] * max(axes, 1), node.cpus, dtype=np.int64)
         left_m = np.full([1] * max(axes, 1), node.mem_gb, dtype=np.int64)
-        for i, g in enumerate(kept):
-            if n in g.nodes:
-                left_c = left_c - along(i, g.nodes[n] * g.c)
-                left_m = left_m - along(i, g.nodes[n] * g.m)
+        for i in on:
+            left_c = left_c - along(i, kept[i].nodes[n] * kept[i].c)
+            left_m = left_m - along(i, kept[i].nodes[n] * kept[i].m)
         left_c, left_m = np.broadcast_arrays(left_c, left_m)
         units = _units(node.cpus, node.mem_gb, cells)
         ways = node_ways(singles[n], node.cpus, (START_WORK if n in starts else COMBO_WORK) // max(1, left_c.size))
@@ -303,12 +310,14 @@ def _component_bound(instance: Instance, jobs: Sequence[_Pinned], starts: Mappin
             fits = (rest_c >= 0) & (rest_m >= 0)
             if n in starts:  # and what the start table gives for the rest (sizes rounded down: a bound)
                 cv = cv + starts[n][np.maximum(rest_c, 0) // units[0], np.maximum(rest_m, 0) // units[1]]
-            worth = np.where(fits, cv, -np.inf).max(axis=-1)
+            add(on, np.where(fits, cv, -np.inf).max(axis=-1))
         else:
             table = _node_table(node.cpus, node.mem_gb, units, singles[n], starts.get(n))
             ok = (left_c >= 0) & (left_m >= 0)
-            worth = np.where(ok, table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]], -np.inf)
-        total = total + worth
+            add(on, np.where(ok, table[np.maximum(left_c, 0) // units[0], np.maximum(left_m, 0) // units[1]], -np.inf))
+    total = np.zeros([g.f.size for g in kept] or [1])
+    for part in parts.values():
+        total = total + part
     out = float(total.max())
     out = out if math.isfinite(out) else math.inf
     if refine is not None and len(kept) < len(gangs):
