@@ -22,13 +22,15 @@ without it: it is then a best choice of the full programme. Used by
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 
 import numpy as np
 
-from optsched.heuristics.fungible_greedy import _eligible, fungible_greedy_schedule
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.incremental_bound import alike_but_weight, node_ways
+from optsched.job import Profile
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
@@ -485,9 +487,19 @@ def squeezed_greedy(instance: Instance) -> Schedule:
     for j in instance.jobs:
         if not j.pinned or not j.placement:
             continue
-        points = [p for p in _eligible(instance, j) if p[2] > 0]
-        if not points:
-            continue
-        c, m, _ = min(points, key=lambda p: (p[0] / cpg + p[1] / mpg, -p[2]))
-        fixed[j.id] = Assignment(nodes=dict(j.placement), cpus_per_gpu=c, mem_per_gpu_gb=m)
+        lean = _leanest(j.profile, j.demand_throughput if instance.round.fair else None, cpg, mpg)
+        if lean is not None:
+            fixed[j.id] = Assignment(nodes=dict(j.placement), cpus_per_gpu=lean[0], mem_per_gpu_gb=lean[1])
     return fungible_greedy_schedule(instance, fixed=Schedule(instance.name, fixed))
+
+
+@functools.lru_cache(maxsize=4096)
+def _leanest(profile: Profile, demand: float | None, cpg: float, mpg: float) -> tuple[int, int] | None:
+    """The grid point of positive throughput (at least ``demand``, where given) with the least
+    cores and memory relative to the per-GPU averages ``cpg`` and ``mpg`` (of equal ones, the
+    fastest); ``None`` when there is none. Kept between rounds: pinned jobs' profiles repeat."""
+    points = [p for p in profile.points() if p[2] > 0 and (demand is None or p[2] >= demand)]
+    if not points:
+        return None
+    c, m, _ = min(points, key=lambda p: (p[0] / cpg + p[1] / mpg, -p[2]))
+    return c, m
