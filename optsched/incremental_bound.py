@@ -184,6 +184,13 @@ START_WORK = 50_000
 WAY_CELLS = 4_000_000
 
 
+#: most answers of :func:`node_ways` kept (cleared when full): a round's bounds ask for the ways
+#: of the same node's jobs several times (with pinned jobs, without starts, priced), often
+#: listed in another order
+WAYS_KEPT = 4096
+_WAYS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray, None] | None] = {}
+
+
 def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: int, limit: int, picks: bool = False,
               mem: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
     """Every useful way ``items`` (per item its options' cores, GB and worth; one option each)
@@ -194,6 +201,27 @@ def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: 
     and is worth no less (of equal ones, the first is kept). ``None`` when more than ``limit``
     ways would be formed at some step, or the test for useless ways would take more than
     :data:`WAY_CELLS` cells."""
+    if picks:
+        return _node_ways(items, cpus, limit, True, mem)
+    # without picks, the items are taken in one order whatever order they come in (their worth
+    # at each way does not depend on it), so that the same node's jobs are found again
+    keys = [(c.tobytes(), m.tobytes(), f.tobytes()) for c, m, f in items]
+    order = sorted(range(len(items)), key=keys.__getitem__)
+    key = (cpus, mem, limit, tuple(keys[i] for i in order))
+    if key not in _WAYS:
+        if len(_WAYS) >= WAYS_KEPT:
+            _WAYS.clear()
+        out = _node_ways([items[i] for i in order], cpus, limit, False, mem)
+        if out is not None:
+            for a in out[:3]:
+                a.setflags(write=False)  # shared by every caller that asks again
+        _WAYS[key] = out
+    return _WAYS[key]
+
+
+def _node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: int, limit: int, picks: bool,
+               mem: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """:func:`node_ways`, computed."""
     c, m, v = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1)
     chosen = np.zeros((1, 0), dtype=np.int64) if picks else None
     for wc, wm, f in items:

@@ -208,6 +208,21 @@ def test_a_node_alone_gets_the_programme_optimum(monkeypatch, node_ways):
     assert used["ways" if node_ways > 1 else "table"] >= 5 and used["table" if node_ways > 1 else "ways"] == 0, used
 
 
+def test_a_node_s_ways_are_kept_whatever_order_its_jobs_come_in():
+    """``node_ways`` without picks answers the same jobs listed in another order from what it
+    kept, with the table's optimum as its best way, and the arrays it shares are read-only."""
+    incremental_bound._WAYS.clear()
+    for seed in range(20):
+        cpus, mem, items = _node_items(seed)
+        exact = float(incremental_bound._node_table(cpus, mem, (1, 1), items)[-1, -1])
+        first = incremental_bound.node_ways(items, cpus, 10**6, mem=mem)
+        again = incremental_bound.node_ways(items[::-1], cpus, 10**6, mem=mem)
+        assert first is again
+        assert (float(first[2].max()) if first[2].size else -math.inf) == pytest.approx(exact)
+        assert not first[2].flags.writeable
+    assert len(incremental_bound._WAYS) == 20
+
+
 @pytest.mark.parametrize("seed", range(16))
 def test_the_fill_bound_is_at_least_the_proven_optimum(seed, monkeypatch):
     """Sharing each node's cores and memory between its pinned jobs and the unpinned jobs that
