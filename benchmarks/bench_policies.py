@@ -127,11 +127,11 @@ def run_table_parser(doc: str, out: str, *, workloads: Sequence[str], axis: tupl
     if deterministic_time:
         r.add_argument("--deterministic-time", type=float, default=None, help="cpsat's deterministic-time budget per round")
     if preemption:
-        from optsched.sim.config import PREEMPTION
+        from optsched.sim.config import PREEMPTION, SimConfig
 
-        r.add_argument("--preemption", default="auto", choices=PREEMPTION,
-                       help="SimConfig.preemption of every run (default auto: the queue policy's own; FIFO pins running jobs "
-                            "unless a round policy preempts)")
+        r.add_argument("--preemption", default=SimConfig.preemption, choices=PREEMPTION,
+                       help=f"SimConfig.preemption of every run (default {SimConfig.preemption}: the queue policy's own; FIFO pins "
+                            "running jobs unless a round policy preempts)")
     r.set_defaults(fn=run)
     if extra is not None:
         extra(sub)
