@@ -184,10 +184,11 @@ START_WORK = 50_000
 WAY_CELLS = 4_000_000
 
 
-#: most answers of :func:`node_ways` kept (cleared when full): a round's bounds ask for the ways
-#: of the same node's jobs several times (with pinned jobs, without starts, priced), often
-#: listed in another order
-WAYS_KEPT = 4096
+#: most answers of :func:`node_ways` kept (cleared when full), and the most ways an answer may
+#: hold to be kept: a round's bounds ask for the ways of the same node's jobs several times (with
+#: pinned jobs, without starts, priced), often listed in another order
+WAYS_KEPT = 1024
+WAYS_KEPT_SIZE = 4096
 _WAYS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray, None] | None] = {}
 
 
@@ -208,15 +209,18 @@ def node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: 
     keys = [(c.tobytes(), m.tobytes(), f.tobytes()) for c, m, f in items]
     order = sorted(range(len(items)), key=keys.__getitem__)
     key = (cpus, mem, limit, tuple(keys[i] for i in order))
-    if key not in _WAYS:
-        if len(_WAYS) >= WAYS_KEPT:
-            _WAYS.clear()
-        out = _node_ways([items[i] for i in order], cpus, limit, False, mem)
+    kept = _WAYS.get(key, _WAYS)  # the dict itself: not kept (None is an answer)
+    if kept is not _WAYS:
+        return kept  # type: ignore[return-value]
+    out = _node_ways([items[i] for i in order], cpus, limit, False, mem)
+    if out is None or out[0].size <= WAYS_KEPT_SIZE:
         if out is not None:
             for a in out[:3]:
                 a.setflags(write=False)  # shared by every caller that asks again
+        if len(_WAYS) >= WAYS_KEPT:
+            _WAYS.clear()
         _WAYS[key] = out
-    return _WAYS[key]
+    return out
 
 
 def _node_ways(items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], cpus: int, limit: int, picks: bool,

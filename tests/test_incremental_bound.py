@@ -220,7 +220,7 @@ def test_a_node_s_ways_are_kept_whatever_order_its_jobs_come_in():
         assert first is again
         assert (float(first[2].max()) if first[2].size else -math.inf) == pytest.approx(exact)
         assert not first[2].flags.writeable
-    assert len(incremental_bound._WAYS) == 20
+    assert len(incremental_bound._WAYS) == 20  # one answer kept per node
 
 
 @pytest.mark.parametrize("seed", range(16))
