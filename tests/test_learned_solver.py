@@ -149,6 +149,26 @@ def test_tiny_time_limit_still_returns_a_feasible_schedule(tiny_weights: Path) -
     assert res.stats["greedy_cut_by_deadline"] and len(res.schedule) < len(inst.jobs)
 
 
+def test_a_round_too_large_for_the_policy_gets_the_greedy_without_features(monkeypatch, tiny_weights: Path) -> None:
+    """Where the policy's features would pass the memory cap, or take most of the time limit,
+    ``maifs`` answers with fungible-greedy's schedule (a better hint kept) and says why, without
+    building them."""
+    import optsched.learned.solver as solver
+    from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+
+    inst = random_round(12, 6, 30)
+    monkeypatch.setattr(solver, "featurise", lambda *a, **k: pytest.fail("the features were built"))
+    monkeypatch.setattr(solver, "FEATURE_MEMORY", 1000)
+    res = LearnedSolver().solve(inst, time_limit=10, seed=0, weights=str(tiny_weights))
+    assert check_schedule(inst, res.schedule).feasible and res.stats["source"] == "fungible-greedy"
+    assert "GB" in res.stats["policy_skipped"] and "partitioned" in res.stats["policy_skipped"]
+    assert res.objective == pytest.approx(schedule_value(inst, fungible_greedy_schedule(inst)))
+    monkeypatch.setattr(solver, "FEATURE_MEMORY", 2**40)
+    monkeypatch.setattr(solver, "FEATURE_S_PER_CELL", 1.0)
+    res = LearnedSolver().solve(inst, time_limit=10, seed=0, weights=str(tiny_weights))
+    assert "of the 10 s limit" in res.stats["policy_skipped"]
+
+
 # --- method="auto" with the learned policy ---------------------------------------------------------
 
 

@@ -42,6 +42,18 @@ __all__ = ["DEFAULT_WEIGHTS", "INFERENCE_THREADS", "LearnedSolver", "load_policy
 DEFAULT_SAMPLES = 16
 SAMPLE_CELLS = 4096
 
+#: what the policy's features cost per cell (node x job) to build and score: seconds, bytes
+#: (measured on 2 cores: 45.7 s and 15.4 GB at 12,500 x 50,000 nodes x jobs, 5.1 s and 1.8 GB
+#: at 4,096 x 16,000; `benchmarks/bench_scale.py`)
+FEATURE_S_PER_CELL = 1e-7
+FEATURE_BYTES_PER_CELL = 25
+#: the most memory the policy's features may take, and the share of the time limit they may be
+#: expected to take: beyond either, the policy does not run and the solver answers with
+#: fungible-greedy's schedule (``Result.stats["policy_skipped"]`` says why; ``partitioned``, which
+#: ``method="auto"`` runs on such rounds, is the method for them)
+FEATURE_MEMORY = 4 * 2**30
+FEATURE_TIME_SHARE = 0.75
+
 
 @lru_cache(maxsize=8)
 def _load(path: str, mtime: float) -> NumpyPolicy:
@@ -66,6 +78,32 @@ def load_policy(weights: str | Path | None = None) -> NumpyPolicy:
     if not p.is_file():
         raise InputError("weights", str(p), "no such file (train weights with `optsched train`)")
     return _load(str(p.resolve()), p.stat().st_mtime)
+
+
+def _too_large(cells: int, time_limit: float) -> str | None:
+    """Why the policy does not run on a round of ``cells`` nodes x jobs within ``time_limit``
+    (:data:`FEATURE_MEMORY`, :data:`FEATURE_TIME_SHARE`), or ``None`` when it does."""
+    if cells * FEATURE_BYTES_PER_CELL > FEATURE_MEMORY:
+        return f"its features would take about {cells * FEATURE_BYTES_PER_CELL / 2**30:.0f} GB (at most {FEATURE_MEMORY / 2**30:.0f})"
+    if cells * FEATURE_S_PER_CELL > FEATURE_TIME_SHARE * time_limit:
+        return (f"its features would take about {cells * FEATURE_S_PER_CELL:.1f} s, more than {FEATURE_TIME_SHARE:.0%} "
+                f"of the {time_limit:g} s limit")
+    return None
+
+
+def _greedy_instead(instance: Instance, hint: Schedule | None, why: str, start: float) -> Result:
+    """The answer where the policy does not run: fungible-greedy's schedule, or ``hint`` where it
+    is worth more."""
+    best = fungible_greedy_schedule(instance)
+    best_val = greedy_val = schedule_value(instance, best)
+    source = "fungible-greedy"
+    current().record(best_val)
+    if hint is not None and (hv := schedule_value(instance, hint)) > best_val + 1e-12:
+        best, best_val, source = hint, hv, "hint"
+        current().record(best_val)
+    stats = {"policy_skipped": f"{instance.size[0]} x {instance.size[1]} round: {why}; partitioned (method='auto' here) "
+                               "splits such rounds", "source": source, "greedy_objective": greedy_val}
+    return Result(best, Status.FEASIBLE, best_val, None, "maifs", "learned", time.perf_counter() - start, stats)
 
 
 def policy_schedule(
@@ -128,6 +166,9 @@ class LearnedSolver:
         if repair is None:
             repair = not policy_families(instance)
         rec = current()  # the trajectory (optsched.trajectory): the policy's schedule, the repaired one, better samples
+        skipped = _too_large(n_nodes * n_jobs, time_limit)
+        if skipped is not None:
+            return _greedy_instead(instance, hint, skipped, start)
         net = load_policy(opts.weights)
         t0 = time.perf_counter()
         feats = featurise(instance)

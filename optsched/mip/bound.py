@@ -72,7 +72,11 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
 
     ``backend``: ``glop`` (default; OR-Tools' simplex behind MPSolver), ``pdlp`` (first-order, for
     huge LPs; its answer is only as exact as its tolerances) or ``cvxpy`` (its default LP solver).
+    ``time_limit`` (seconds) counts from the call: building the LP takes from it (seconds at
+    100,000 GPUs), and where nothing is left once it is built the solve is not started
+    (``RuntimeError``, as when the solver stops at the limit).
     """
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"unknown LP backend; known: {list(BACKENDS)}")
     if relaxation not in RELAXATIONS:
@@ -86,18 +90,22 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
     if relaxation == "auto":
         relaxation = choose_relaxation(instance, data)
         if relaxation == "full":  # each bounds the optimum, so their minimum does; the pooled LP is the cheap one
-            start = time.perf_counter()
-            pooled = _solve_bound(bound_model(instance, "pooled", data), backend, time_limit, instance.name)
-            if time_limit is not None:
-                time_limit = max(0.01, time_limit - (time.perf_counter() - start))
-            return min(pooled, _solve_bound(bound_model(instance, "full", data), backend, time_limit, instance.name))
-    return _solve_bound(bound_model(instance, relaxation, data), backend, time_limit, instance.name)
+            pooled = _solve_bound(bound_model(instance, "pooled", data), backend, deadline, instance.name)
+            return min(pooled, _solve_bound(bound_model(instance, "full", data), backend, deadline, instance.name))
+    return _solve_bound(bound_model(instance, relaxation, data), backend, deadline, instance.name)
 
 
-def _solve_bound(model: LinearModel, backend: str, time_limit: float | None, name: str) -> float:
-    """The optimum of one bound LP (0 for an empty one)."""
+def _solve_bound(model: LinearModel, backend: str, deadline: float | None, name: str) -> float:
+    """The optimum of one bound LP (0 for an empty one), solved before ``deadline``
+    (``time.perf_counter`` time; at least 10 ms are given once it is built, as before)."""
     if model.num_vars == 0:
         return 0.0
+    time_limit = None
+    if deadline is not None:
+        time_limit = deadline - time.perf_counter()
+        if time_limit <= 0.0:
+            raise RuntimeError(f"lp_bound: no time left to solve the LP of {name} once it was built")
+        time_limit = max(0.01, time_limit)
     if backend == "cvxpy":
         status, value = solve_lp_cvxpy(model)
     else:
