@@ -56,13 +56,15 @@ class _Node:
         self.copies = copies
 
 
-def _node(instance: Instance, n: int, jobs: Sequence[_Pinned], gangs: Mapping[int, int], positions: Mapping[tuple[int, int], int],
-          start: np.ndarray | None, cells: int) -> _Node | None:
+def _node(instance: Instance, n: int, jobs: Sequence[_Pinned], on: Sequence[int], gangs: Mapping[int, int],
+          positions: Mapping[tuple[int, int], int], start: np.ndarray | None, cells: int) -> _Node | None:
+    """Node ``n``'s programme (:class:`_Node`); ``on``: the indices of the ``jobs`` on it, in order."""
     node = instance.nodes[n]
     singles = []
     copies = []  # (gang number, job)
-    for i, p in enumerate(jobs):
-        k = p.nodes.get(n)
+    for i in on:
+        p = jobs[i]
+        k = p.nodes[n]
         if not k:
             continue
         if i in gangs:
@@ -133,10 +135,13 @@ class GangPrices:
         gangs = {i: g for g, i in enumerate(gang_jobs)}
         node_lists = [sorted(jobs[i].nodes) for i in gang_jobs]
         positions = {(g, n): pos for g, ns in enumerate(node_lists) for pos, n in enumerate(ns)}
-        nodes = sorted({n for p in jobs for n in p.nodes})
+        on: dict[int, list[int]] = {}  # node -> the jobs on it, by index
+        for i, p in enumerate(jobs):
+            for n in p.nodes:
+                on.setdefault(n, []).append(i)
         problems = []
-        for n in nodes:
-            prob = _node(instance, n, jobs, gangs, positions, (starts or {}).get(n), cells)
+        for n in sorted(on):
+            prob = _node(instance, n, jobs, on[n], gangs, positions, (starts or {}).get(n), cells)
             if prob is None:
                 return math.inf
             problems.append(prob)
