@@ -102,3 +102,16 @@ def test_a_gang_on_whole_nodes_takes_their_memory() -> None:
     for strong, plain in (("pooled", "pooled-plain"), ("type", "type-plain")):
         assert abs(lp_bound(inst, relaxation=plain) - 4.0) < 1e-6
         assert abs(lp_bound(inst, relaxation=strong) - 3.5) < 1e-6
+
+
+def test_the_lp_s_time_limit_counts_its_building():
+    """A time limit spent before the LP is built does not start the solve (lp_bound_within's
+    callers then take the knapsack bound), and a sufficient one gives the bound."""
+    import pytest
+
+    from optsched.gen import generate
+
+    inst = generate(nodes=8, jobs=24, seed=3)
+    with pytest.raises(RuntimeError, match="no time left"):
+        lp_bound(inst, relaxation="type", time_limit=1e-9)
+    assert lp_bound(inst, relaxation="type", time_limit=60) >= lp_bound(inst, relaxation="full") - 1e-6

@@ -91,19 +91,20 @@ def lp_bound(instance: Instance, *, backend: str = "glop", relaxation: str = "au
         relaxation = choose_relaxation(instance, data)
         if relaxation == "full":  # each bounds the optimum, so their minimum does; the pooled LP is the cheap one
             pooled = _solve_bound(bound_model(instance, "pooled", data), backend, deadline, instance.name)
-            return min(pooled, _solve_bound(bound_model(instance, "full", data), backend, deadline, instance.name))
+            return min(pooled, _solve_bound(bound_model(instance, "full", data), backend, deadline, instance.name, start=True))
     return _solve_bound(bound_model(instance, relaxation, data), backend, deadline, instance.name)
 
 
-def _solve_bound(model: LinearModel, backend: str, deadline: float | None, name: str) -> float:
+def _solve_bound(model: LinearModel, backend: str, deadline: float | None, name: str, start: bool = False) -> float:
     """The optimum of one bound LP (0 for an empty one), solved before ``deadline``
-    (``time.perf_counter`` time; at least 10 ms are given once it is built, as before)."""
+    (``time.perf_counter`` time): with at least 10 ms once it is built, unless no time is left
+    then (``RuntimeError``; with ``start``, it gets the 10 ms anyway)."""
     if model.num_vars == 0:
         return 0.0
     time_limit = None
     if deadline is not None:
         time_limit = deadline - time.perf_counter()
-        if time_limit <= 0.0:
+        if time_limit <= 0.0 and not start:
             raise RuntimeError(f"lp_bound: no time left to solve the LP of {name} once it was built")
         time_limit = max(0.01, time_limit)
     if backend == "cvxpy":
