@@ -99,12 +99,11 @@ def free_metrics(res: Any, rec: FreeRecorder) -> dict[str, float]:
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY,
             deterministic_time: float | None = None, preemption: str | None = None) -> dict[str, Any]:
     from optsched.sim.config import SimConfig
-
-    preemption = preemption or SimConfig.preemption  # None: the simulator's default
     from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
     from optsched.sim.solving import SolveRoundAllocator
 
+    preemption = preemption or SimConfig.preemption  # None: the simulator's default
     setup = setup_window(workload, LOAD, seed)
     opts: dict[str, Any] = {"num_workers": 1} if allocator == "cpsat" else {}
     if allocator == "cpsat" and deterministic_time is not None:

@@ -145,13 +145,12 @@ def quota_metrics(res: Any, rec: Recorder, quotas: dict[str, int]) -> dict[str, 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY,
             preemption: str | None = None) -> dict[str, Any]:
     from optsched.sim.config import SimConfig
-
-    preemption = preemption or SimConfig.preemption  # None: the simulator's default
     from optsched.sim.deadlines import deadline_metrics, mark_deadlines
     from optsched.sim.engine import simulate
     from optsched.sim.policies import get_policy
     from optsched.sim.solving import SolveRoundAllocator
 
+    preemption = preemption or SimConfig.preemption  # None: the simulator's default
     setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs
     quotas = quotas_for(jobs, sum(nd.gpus for nd in setup.nodes))
