@@ -10,7 +10,7 @@ Variants (queue policy LAS): ``plain`` (no round policy), ``drf`` (``SimConfig.f
 "drf"``: every round maximises the smallest dominant share across the trace's tenants, then worth;
 tenants are Philly's virtual clusters and Alibaba's QoS classes, the only tenant field that trace
 has) and ``hug`` (``SimConfig.fairness = "hug"``: the smallest HUG-style progress, which counts
-the cores and GB jobs get, then worth). Allocators: ``cpsat`` (integrated fungible, exact), ``cpsat@demand`` (the same exact solver
+the cores and GB jobs get, then worth). Allocators: ``cpsat@cold`` (integrated fungible, exact, every round afresh), ``cpsat@demand`` (the same exact solver
 with every job held at its fixed demand), ``fungible-greedy`` and ``fixed-demand`` (both with
 progressive filling under DRF).
 
@@ -46,7 +46,7 @@ from bench_policies import LOAD, fairness, isolated_s, run_resumable, run_table_
 from bench_round_policies import Recorder, jain_index, solved_rounds  # noqa: E402
 from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
-ALLOCATORS = ("cpsat", "cpsat@demand", "fungible-greedy", "fixed-demand")
+ALLOCATORS = ("cpsat@cold", "cpsat@demand", "fungible-greedy", "fixed-demand")
 VARIANTS = ("plain", "drf", "hug")
 POLICY = "las"
 FIELDS = ("workload", "policy", "variant", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "max_rho", "jain_jobs",
@@ -123,14 +123,16 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     from optsched.sim.allocators import AtDemand
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
+    from optsched.sim.experiment import parse_allocator
     from optsched.sim.policies import get_policy
     from optsched.sim.solving import SolveRoundAllocator
 
     setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs
-    solver, _, at = allocator.partition("@")
-    inner = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, **({"num_workers": 1} if solver == "cpsat" else {}))
-    rec = Recorder(AtDemand(inner) if at else inner, {j.id: j.tenant for j in jobs})
+    solver, variant = parse_allocator(allocator)
+    inner = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, incremental=variant == "warm",
+                                **({"num_workers": 1} if solver == "cpsat" else {}))
+    rec = Recorder(AtDemand(inner) if variant == "demand" else inner, {j.id: j.tenant for j in jobs})
     prog = Progress(rec, {j.id: j.tenant for j in jobs})
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, fairness=None if variant == "plain" else variant)
     t0 = time.perf_counter()

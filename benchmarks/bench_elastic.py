@@ -3,7 +3,7 @@ fungible-greedy and CP-SAT allocation, on bench_policies.py's Philly and Alibaba
 (docs/results.md, "Scheduling policies from the literature").
 
     python benchmarks/bench_elastic.py run --out benchmarks/results/elastic.csv
-    python benchmarks/bench_elastic.py run --out benchmarks/results/elastic.csv --allocators cpsat \
+    python benchmarks/bench_elastic.py run --out benchmarks/results/elastic.csv --allocators cpsat@cold \
         --time-limit 5 --deterministic-time 1
     python benchmarks/bench_elastic.py table benchmarks/results/elastic.csv
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_policies import LOAD, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import WORKLOADS, setup_window  # noqa: E402
 
-ALLOCATORS = ("fixed-demand", "fungible-greedy", "cpsat")
+ALLOCATORS = ("fixed-demand", "fungible-greedy", "cpsat@cold")
 SHARES = ("0", "1")
 POLICY = "las"
 FIELDS = ("workload", "policy", "elastic_share", "allocator", "jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "gpu_util",
@@ -47,7 +47,7 @@ def run_one(workload: str, share: str, allocator: str, seed: int, time_limit: fl
 
     setup = setup_window(workload, LOAD, seed)
     opts: dict[str, Any] = {}
-    if allocator == "cpsat":
+    if allocator.partition("@")[0] == "cpsat":
         opts["num_workers"] = 1
         if deterministic_time is not None:
             opts["deterministic_time"] = deterministic_time

@@ -1,5 +1,6 @@
-"""Cold vs warm exact rounds in the simulator: fungible-greedy, cpsat (each round from scratch)
-and cpsat@warm (each round from the last: optsched.incremental) on the same workloads, in one run.
+"""Cold vs warm exact rounds in the simulator: fungible-greedy, cpsat@cold (each round from scratch)
+and cpsat@warm (each round from the last: optsched.incremental, what the simulator's plain cpsat
+does) on the same workloads, in one run.
 
     python benchmarks/bench_incremental.py --workloads synergy,gang --jobs 300 --time-limit 0.2
     python benchmarks/bench_incremental.py --workloads philly --time-limit 0.2
@@ -39,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sim import LOADS, WORKLOADS, setup_window  # noqa: E402
 
-ALLOCATORS = ("fungible-greedy", "cpsat", "cpsat@warm")
+ALLOCATORS = ("fungible-greedy", "cpsat@cold", "cpsat@warm")
 #: the synthetic trace presets behind the workloads (their job count is --jobs)
 PRESETS = {"synergy": "synergy", "gang": "gang-heavy"}
 #: the load each workload runs at (bench_sim's LOADS): Synergy's own arrival rate, gangs at 1.0

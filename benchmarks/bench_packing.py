@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_policies import LOAD, policy_label, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
-ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
+ALLOCATORS = ("cpsat@cold", "fungible-greedy", "fixed-demand")
 #: variant -> (packing tolerance, max_moves); None: no packing / unbounded moves
 VARIANTS: dict[str, tuple[float | None, int | None]] = {
     "plain": (None, None), "pack": (0.0, None), "pack5": (0.05, None),
@@ -100,15 +100,19 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
             deterministic_time: float | None = None, preemption: str | None = None) -> dict[str, Any]:
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
+    from optsched.sim.experiment import parse_allocator
     from optsched.sim.policies import get_policy
     from optsched.sim.solving import SolveRoundAllocator
 
     preemption = preemption or SimConfig.preemption  # None: the simulator's default
     setup = setup_window(workload, LOAD, seed)
-    opts: dict[str, Any] = {"num_workers": 1} if allocator == "cpsat" else {}
-    if allocator == "cpsat" and deterministic_time is not None:
+    solver, how = parse_allocator(allocator)
+    if how == "demand":
+        raise SystemExit(f"{allocator}: this benchmark takes SOLVER, SOLVER@warm or SOLVER@cold")
+    opts: dict[str, Any] = {"num_workers": 1} if solver == "cpsat" else {}
+    if solver == "cpsat" and deterministic_time is not None:
         opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
-    rec = FreeRecorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts))
+    rec = FreeRecorder(SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, incremental=how == "warm", **opts))
     tol, max_moves = VARIANTS[variant]
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, preemption=preemption,
                     packing=None if tol is None else "consolidate", packing_tolerance=tol or None, max_moves=max_moves)
@@ -159,7 +163,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             for r in csv.DictReader(fh):
                 pol = policy_label(r["policy"], r.get("preemption", "auto"))  # files from before the column: auto
                 groups.setdefault((r["workload"], pol, r["allocator"], r["variant"]), []).append(r)
-    keys = sorted(groups, key=lambda k: (k[0], k[1], ALLOCATORS.index(k[2]), list(VARIANTS).index(k[3])))
+    keys = sorted(groups, key=lambda k: (k[0], k[1], ALLOCATORS.index(k[2]) if k[2] in ALLOCATORS else len(ALLOCATORS), list(VARIANTS).index(k[3])))
     print("| policy | allocator | variant | seeds | avg JCT (h) | p99 JCT (h) | makespan (h) | large (>= 8 GPUs): queueing delay (h) "
           "| large: JCT (h) | 1-GPU JCT (h) | whole free GPUs | fragmentation | GPU util | preemptions | moves |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -158,7 +158,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     with open(args.csv) as fh:
         rows = list(csv.DictReader(fh))
     loads = list(dict.fromkeys(r["workload"] for r in rows))
-    allocs = ("cpsat", *ALLOCATORS)
+    allocs = ("cpsat", "cpsat@warm", "cpsat@cold", *ALLOCATORS)
     rows.sort(key=lambda r: (loads.index(r["workload"]), POLICIES.index(r["policy"]) if r["policy"] in POLICIES else 99,
                              allocs.index(r["allocator"]) if r["allocator"] in allocs else 99))
     print("| workload | policy | allocator | avg JCT (h) | p99 JCT (h) | makespan (h) | max rho | mean rho | Jain | preemptions |")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_policies import LOAD, fairness, isolated_s, policy_label, run_resumable, run_table_parser, summary_columns  # noqa: E402
 from bench_sim import setup_window  # noqa: E402
 
-ALLOCATORS = ("cpsat", "fungible-greedy", "fixed-demand")
+ALLOCATORS = ("cpsat@cold", "fungible-greedy", "fixed-demand")
 VARIANTS = ("plain", "deadlines", "quotas")
 POLICY = "las"
 SLO_SHARE = 0.3
@@ -147,6 +147,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     from optsched.sim.config import SimConfig
     from optsched.sim.deadlines import deadline_metrics, mark_deadlines
     from optsched.sim.engine import simulate
+    from optsched.sim.experiment import parse_allocator
     from optsched.sim.policies import get_policy
     from optsched.sim.solving import SolveRoundAllocator
 
@@ -154,8 +155,12 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs
     quotas = quotas_for(jobs, sum(nd.gpus for nd in setup.nodes))
-    opts = {"num_workers": 1} if allocator == "cpsat" else {}
-    rec = Recorder(SolveRoundAllocator(allocator, time_limit=time_limit, seed=seed, **opts), {j.id: j.tenant for j in jobs})
+    solver, how = parse_allocator(allocator)
+    if how == "demand":
+        raise SystemExit(f"{allocator}: this benchmark takes SOLVER, SOLVER@warm or SOLVER@cold")
+    opts = {"num_workers": 1} if solver == "cpsat" else {}
+    rec = Recorder(SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, incremental=how == "warm", **opts),
+                   {j.id: j.tenant for j in jobs})
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, preemption=preemption,
                     slo_share=SLO_SHARE if variant == "deadlines" else 0.0, slo_slack=SLO_SLACK, slo_seed=seed,
                     tenant_quotas=quotas if variant == "quotas" else None)
@@ -201,7 +206,8 @@ def cmd_table(args: argparse.Namespace) -> int:
         return r.get("policy", POLICY), r.get("preemption", "auto")
 
     order = {k: i for i, k in enumerate(dict.fromkeys(map(setting, rows)))}  # settings in the files' order
-    rows.sort(key=lambda r: (r["workload"], order[setting(r)], VARIANTS.index(r["variant"]), ALLOCATORS.index(r["allocator"])))
+    rows.sort(key=lambda r: (r["workload"], order[setting(r)], VARIANTS.index(r["variant"]),
+                              ALLOCATORS.index(r["allocator"]) if r["allocator"] in ALLOCATORS else len(ALLOCATORS)))
 
     def f(x: str, fmt: str) -> str:
         return "–" if x == "" else format(float(x), fmt)

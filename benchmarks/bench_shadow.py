@@ -5,11 +5,11 @@ Every round of the replay is solved by ``--allocator`` (its schedules are applie
 ``--shadow`` on the very same state (:class:`optsched.sim.shadow.Shadowed`); prints one JSON line
 with the run's JCTs and the per-round comparison::
 
-    python benchmarks/bench_shadow.py --policy fifo --allocator cpsat --load 1.6
+    python benchmarks/bench_shadow.py --policy fifo --allocator cpsat@cold --load 1.6
     python benchmarks/bench_shadow.py --policy las --allocator fungible-greedy --preemption allowed
 
-It runs on any tree that has ``optsched.sim.shadow`` and ``optsched.sim.synthetic`` (older trees
-ignore ``--preemption``).
+It runs on any tree that has ``optsched.sim.shadow``, ``optsched.sim.synthetic`` and
+``optsched.sim.experiment.parse_allocator`` (older trees ignore ``--preemption``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", default="fifo")
-    ap.add_argument("--allocator", default="cpsat")
+    ap.add_argument("--allocator", default="cpsat@cold", help="SOLVER, SOLVER@warm (a round chain) or SOLVER@cold")
     ap.add_argument("--shadow", default="fungible-greedy")
     ap.add_argument("--load", type=float, default=1.6, help="offered load on the 176 GPUs")
     ap.add_argument("--jobs", type=int, default=600)
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from optsched.sim.cluster import homogeneous
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
+    from optsched.sim.experiment import parse_allocator
     from optsched.sim.policies import get_policy
     from optsched.sim.shadow import Shadowed, shadow_summary
     from optsched.sim.solving import SolveRoundAllocator
@@ -49,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     kw = {"progress": False}
     if "preemption" in {f.name for f in dataclasses.fields(SimConfig)}:
         kw["preemption"] = args.preemption
-    opts = {"num_workers": 1} if args.allocator in ("cpsat", "lns") else {}
-    primary = SolveRoundAllocator(args.allocator, time_limit=args.time_limit, seed=args.seed, validate=False, **opts)
+    solver, variant = parse_allocator(args.allocator)
+    if variant == "demand":
+        raise SystemExit(f"--allocator {args.allocator}: a shadow comparison takes a plain, @warm or @cold solver")
+    opts = {"num_workers": 1} if solver in ("cpsat", "lns") else {}
+    primary = SolveRoundAllocator(solver, time_limit=args.time_limit, seed=args.seed, validate=False, incremental=variant == "warm", **opts)
     sh = Shadowed(primary, {"shadow": SolveRoundAllocator(args.shadow, time_limit=args.time_limit, validate=False, hint=False)})
     t0 = time.time()
     res = simulate(wl, nodes, get_policy(args.policy), sh, SimConfig(**kw))

@@ -417,8 +417,11 @@ def test_the_simulator_runs_a_warm_chain_by_its_allocator_variant():
     assert res.summary()["finished"] == 30
     alloc = SolveRoundAllocator("cpsat", time_limit=0.1, incremental=True, num_workers=1)
     assert alloc._chain is not None
+    assert res.info["chain_paths"]
     with pytest.raises(InputError, match="allocator"):
-        run(setup, allocator="cpsat@cold", time_limit=0.1)
+        run(setup, allocator="cpsat@hot", time_limit=0.1)
+    with pytest.raises(InputError, match="hint"):  # a chain needs a solver that takes the last round's schedule
+        run(setup, allocator="fungible-greedy@warm", time_limit=0.1)
 
 
 def test_the_sim_env_reference_is_a_checked_chain_over_the_episode():

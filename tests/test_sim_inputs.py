@@ -397,13 +397,41 @@ def test_a_gap_target_reaches_the_round_chain_and_its_run_id_only(tmp_path, monk
 
 
 @pytest.mark.parametrize("allocators, target, needle", [
-    ("fungible-greedy,cpsat", "0.01", "SOLVER@warm"), ("cpsat@warm", "1.5", "[0, 1)"), ("cpsat@warm", "nan", "[0, 1)")])
+    ("fungible-greedy,cpsat@cold", "0.01", "round chains"), ("cpsat", "1.5", "[0, 1)"), ("cpsat@warm", "nan", "[0, 1)")])
 def test_simulate_refuses_a_gap_target_it_cannot_use(tmp_path, capsys, allocators, target, needle):
     p = _write(tmp_path, "n.csv", NORMALIZED)
     assert main(["simulate", str(p), "--allocator", allocators, "--gap-target", target, "--no-progress",
                  "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "--gap-target" in err and needle in err
+
+
+@pytest.mark.parametrize("allocator, solver, variant, canonical", [
+    ("cpsat", "cpsat", "warm", "cpsat@warm"), ("cpsat@warm", "cpsat", "warm", "cpsat@warm"),
+    ("cpsat@cold", "cpsat", "cold", "cpsat@cold"), ("cpsat@demand", "cpsat", "demand", "cpsat@demand"),
+    ("fungible-greedy", "fungible-greedy", "cold", "fungible-greedy"), ("fungible-greedy@cold", "fungible-greedy", "cold", "fungible-greedy"),
+    ("lns", "lns", "cold", "lns"), ("lns@warm", "lns", "warm", "lns@warm")])
+def test_allocator_names_resolve_to_one_variant(allocator, solver, variant, canonical):
+    assert ex.parse_allocator(allocator) == (solver, variant)
+    assert ex.canonical_allocator(allocator) == canonical
+
+
+@pytest.mark.parametrize("allocator", ["cpsat@", "cpsat@hot", "cpsat@warm@cold", 3])
+def test_unknown_allocator_variants_are_refused(allocator):
+    with pytest.raises(InputError, match="allocator"):
+        ex.parse_allocator(allocator)
+
+
+def test_plain_cpsat_is_a_round_chain_and_cold_is_asked_for(tmp_path):
+    """The simulator's cpsat solves the rounds as one chain (the same run as cpsat@warm, the same
+    run id); cpsat@cold solves each afresh, recorded under its own name."""
+    setup = ex.prepare(_write(tmp_path, "n.csv", NORMALIZED), cluster="2x8")
+    plain, warm, cold = (ex.run(setup, allocator=a, policy="fifo", time_limit=5, deterministic_time=0.2, num_workers=1)
+                         for a in ("cpsat", "cpsat@warm", "cpsat@cold"))
+    assert plain.info["chain_paths"] and plain.info["manifest"]["allocator"] == "cpsat@warm"
+    assert plain.info["run_id"] == warm.info["run_id"] != cold.info["run_id"]
+    assert "chain_paths" not in cold.info and cold.info["manifest"]["allocator"] == "cpsat@cold"
+    np.testing.assert_array_equal(plain.jobs["finish_s"], warm.jobs["finish_s"])
 
 
 def test_cpsat_runs_under_deterministic_time_repeat(tmp_path):

@@ -20,7 +20,7 @@ from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
 from optsched.registry import get_method, methods
 from optsched.sim.config import BACKFILL, PREEMPTION, SimConfig, parse_start_spread_horizon, pins_running_jobs
-from optsched.sim.experiment import check_deterministic_time, prepare, run_grid
+from optsched.sim.experiment import check_deterministic_time, parse_allocator, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
 from optsched.sim.policies import POLICIES, get_policy
@@ -50,7 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mem-gb", type=int, default=512, help="GB per node for NxG clusters (default 512)")
     p.add_argument("--cap-mode", default="clip", choices=("clip", "drop"), help="jobs larger than the largest GPU type")
     p.add_argument("--policy", default="las", help="comma-separated queue policies: fifo, srf, las, maxmin, srtf, gittins, themis, gavel, gavel-makespan (default las)")
-    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@demand holds jobs at their fixed demand, SOLVER@warm solves the rounds as one chain, each from the last (default fungible-greedy)")
+    p.add_argument("--allocator", default="fungible-greedy", help="comma-separated solvers (see `optsched methods`); SOLVER@warm solves the rounds as one chain, each from the last "
+                        "(what plain cpsat does), SOLVER@cold solves every round afresh, SOLVER@demand holds jobs at their fixed demand "
+                        "(default fungible-greedy)")
     p.add_argument("--time-limit", type=float, default=5.0, help="allocator seconds per round (default 5)")
     p.add_argument("--round", default="300", help="round length (default 300 s)")
     p.add_argument("--restart", default="60", help="restart cost of a moved or resumed job (default 60 s)")
@@ -128,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "on the machine's load (--time-limit stays a wall-clock cap); fixed-demand and fungible-greedy are "
                         "deterministic anyway; other allocators refuse it")
     p.add_argument("--gap-target", type=float, default=None, metavar="G",
-                   help=f"SOLVER@warm allocators: stop a round once it is within this relative gap of a proven bound "
+                   help=f"round chains (cpsat, SOLVER@warm): stop a round once it is within this relative gap of a proven bound "
                         f"(default {GAP_TARGET}, i.e. {100 * GAP_TARGET:g} %%)")
 
 
@@ -162,7 +164,7 @@ def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str], b
     if not pinning:
         return
     for a in allocators:
-        info = get_method(a.partition("@")[0])
+        info = get_method(parse_allocator(a)[0])
         if "preemption" not in info.policies:
             able = sorted(m.name for m in methods() if "preemption" in m.policies)
             raise InputError("--allocator", a, f"cannot keep running jobs where they run, which --policy {pinning[0]} needs "
@@ -180,7 +182,10 @@ def run(args: argparse.Namespace) -> int:
         if pol not in POLICIES:
             raise InputError("--policy", pol, f"unknown queue policy; known: {sorted(POLICIES)}")
     for a in allocators:
-        get_method(a.partition("@")[0])
+        try:
+            get_method(parse_allocator(a)[0])
+        except InputError as e:
+            raise InputError("--allocator", e.value, e.problem) from None
     if not policies or not allocators:
         raise InputError("--policy/--allocator", f"{args.policy}/{args.allocator}", "name at least one of each")
     if args.time_limit <= 0:
@@ -204,8 +209,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gap_target is not None:
         if not 0.0 <= args.gap_target < 1.0:
             raise InputError("--gap-target", args.gap_target, "must be in [0, 1): a relative gap (0.001 is 0.1 %)")
-        if not any(a.partition("@")[2] == "warm" for a in allocators):
-            raise InputError("--gap-target", args.gap_target, "applies only to SOLVER@warm allocators (round chains, e.g. cpsat@warm)")
+        if not any(parse_allocator(a)[1] == "warm" for a in allocators):
+            raise InputError("--gap-target", args.gap_target, "applies only to round chains (cpsat, or SOLVER@warm)")
     try:
         cfg = SimConfig(
             round_s=parse_duration(args.round, "--round"), fair=args.fair,

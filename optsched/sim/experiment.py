@@ -35,13 +35,16 @@ from optsched.sim.traces import SAMPLE, CsvSchema, Trace, load_trace, sample_tra
 from optsched.sim.workload import parse_duration
 
 __all__ = [
+    "CHAINED_SOLVERS",
     "DETERMINISTIC_TIME_SOLVERS",
     "SAMPLE",
     "SYNTHETIC_PREFIX",
     "TIME_FREE_SOLVERS",
     "Setup",
+    "canonical_allocator",
     "check_deterministic_time",
     "open_trace",
+    "parse_allocator",
     "prepare",
     "run",
     "run_grid",
@@ -54,6 +57,35 @@ SYNTHETIC_PREFIX = "synthetic:"
 DETERMINISTIC_TIME_SOLVERS = ("cpsat", "lns")
 #: solvers that do not look at the clock: the same round gives the same schedule whatever the load
 TIME_FREE_SOLVERS = ("fixed-demand", "fungible-greedy")
+#: solvers whose plain name solves a replay's rounds as one chain, each round from the last
+#: (:class:`optsched.incremental.RoundSolver`): consecutive rounds differ by a few arrivals and
+#: completions, and the chain's rounds are as good as those solved afresh at a fraction of the
+#: time (docs/results.md, "Round chains"); ``SOLVER@cold`` solves every round afresh
+CHAINED_SOLVERS = ("cpsat",)
+#: an allocator's variants: ``SOLVER@warm`` (a round chain), ``SOLVER@cold`` (every round afresh),
+#: ``SOLVER@demand`` (every job held at its fixed demand, every round afresh)
+VARIANTS = ("warm", "cold", "demand")
+
+
+def parse_allocator(allocator: str) -> tuple[str, str]:
+    """An allocator name's solver and its variant (:data:`VARIANTS`), resolved: a plain solver
+    name is ``"warm"`` for :data:`CHAINED_SOLVERS` and ``"cold"`` for the others. Refuses an
+    unknown variant; the solver name is not looked up here."""
+    if not isinstance(allocator, str):
+        raise InputError("allocator", allocator, "must be a solver name, optionally with @warm, @cold or @demand")
+    solver, at, variant = allocator.partition("@")
+    if at and variant not in VARIANTS:
+        raise InputError("allocator", allocator, "the variants are SOLVER@warm (each round from the last: optsched.incremental), "
+                         "SOLVER@cold (every round afresh) and SOLVER@demand (every job held at its fixed demand)")
+    return solver, variant or ("warm" if solver in CHAINED_SOLVERS else "cold")
+
+
+def canonical_allocator(allocator: str) -> str:
+    """The one name of what ``allocator`` runs, recorded in run manifests: ``cpsat`` and
+    ``cpsat@warm`` are both ``"cpsat@warm"``; a cold run is ``"SOLVER@cold"`` for
+    :data:`CHAINED_SOLVERS` and the plain name for other solvers (``"fungible-greedy"``)."""
+    solver, variant = parse_allocator(allocator)
+    return solver if variant == "cold" and solver not in CHAINED_SOLVERS else f"{solver}@{variant}"
 
 
 def check_deterministic_time(allocators: Sequence[str], deterministic_time: float | None) -> None:
@@ -216,7 +248,10 @@ def run(
     **solver_options: Any,
 ) -> SimResult:
     """Simulate ``setup`` under a queue ``policy`` (name) and an ``allocator``: a registered
-    solver name, or ``SOLVER@demand`` for that solver with every job held at its fixed demand
+    solver name, with a variant (:func:`parse_allocator`): ``SOLVER@warm`` solves the rounds as
+    one chain, each from the last (:class:`optsched.incremental.RoundSolver`; what a plain
+    :data:`CHAINED_SOLVERS` name such as ``cpsat`` does), ``SOLVER@cold`` solves every round
+    afresh (what other plain names do), ``SOLVER@demand`` holds every job at its fixed demand
     (:class:`~optsched.sim.allocators.AtDemand`: placement without fungibility). ``validate=False``
     skips ``solve_round``'s per-round check (see :class:`~optsched.sim.engine.SolveRoundAllocator`).
 
@@ -225,11 +260,11 @@ def run(
     rounds do not depend on the machine's load; :data:`TIME_FREE_SOLVERS` ignore it (they are
     deterministic anyway) and other allocators refuse it (:func:`check_deterministic_time`).
 
-    ``gap_target`` is a ``SOLVER@warm`` chain's relative gap at which a round stops
+    ``gap_target`` is a round chain's relative gap at which a round stops
     (:data:`optsched.incremental.GAP_TARGET` when None); other allocators ignore it, and it is
     recorded only for the chains.
 
-    A ``SOLVER@warm`` run's ``info["chain_paths"]`` counts how the chain answered its rounds
+    A round chain's ``info["chain_paths"]`` counts how the chain answered its rounds
     (:attr:`SolveRoundAllocator.paths <optsched.sim.solving.SolveRoundAllocator>`).
 
     ``shadow`` (a solver name) also solves every round with that solver on the same state
@@ -244,13 +279,10 @@ def run(
         raise InputError("time_limit", time_limit, "must be > 0 seconds")
     check_seed(seed)
     check_deterministic_time([allocator] if shadow is None else [allocator, shadow], deterministic_time)
-    solver, _, variant = allocator.partition("@")
+    solver, variant = parse_allocator(allocator)
     given = dict(solver_options)
     if deterministic_time is not None and solver in DETERMINISTIC_TIME_SOLVERS:
         solver_options = {**solver_options, "deterministic_time": float(deterministic_time)}
-    if variant not in ("", "demand", "warm"):
-        raise InputError("allocator", allocator, "the variants are SOLVER@demand (every job held at its fixed demand) and "
-                         "SOLVER@warm (each round from the last: optsched.incremental)")
     if variant == "warm" and gap_target is not None:
         given["gap_target"] = solver_options["gap_target"] = gap_target
     alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, incremental=variant == "warm",
@@ -275,7 +307,7 @@ def run(
     res.info["validated"] = validate
     if chain is not None:  # how the chain answered its rounds (SolveRoundAllocator.paths)
         res.info["chain_paths"] = dict(sorted(chain.paths.items()))
-    res.info["manifest"] = manifest(setup, policy=policy, allocator=allocator, time_limit=time_limit, seed=seed, config=cfg,
+    res.info["manifest"] = manifest(setup, policy=policy, allocator=canonical_allocator(allocator), time_limit=time_limit, seed=seed, config=cfg,
                                     deterministic_time=deterministic_time, solver_options=given, shadow=shadow)
     res.info["run_id"] = run_id(res.info["manifest"])
     return res
