@@ -60,7 +60,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 LOADS = {"moderate": 0.8, "natural": None, "one": 1.0, "high": 1.6}
 POLICIES = ("las", "fifo")
 #: ``cpsat@demand`` is CP-SAT with every job held at its fixed demand: exact packing, no fungibility
-ALLOCATORS = ("fixed-demand", "fungible-greedy", "lns", "cpsat@demand", "cpsat@warm", "cpsat@cold")
+ALLOCATORS = ("fixed-demand", "fungible-greedy", "lns", "cpsat@demand", "cpsat")
+#: the order of a report's rows (runs are filed by canonical_allocator: cpsat as cpsat@warm)
+ORDER = ("fixed-demand", "fungible-greedy", "lns", "cpsat@demand", "cpsat@warm", "cpsat@cold")
 #: integrated-fungible, in the order a report picks it: the round chain, then every round afresh
 #: (``cpsat``: a results directory written before plain cpsat became the chain)
 INTEGRATED = ("cpsat@warm", "cpsat@cold", "cpsat")
@@ -204,7 +206,7 @@ def report(out: Path) -> str:
         lines += [f"### {w}, {ld} load, {pol.upper()} (seeds {','.join(map(str, seeds))})", "",
                   "| allocator | avg JCT (h) | p99 JCT (h) | makespan (h) | queueing (h) | GPU util | CPU util | solve s/round | round gap % | unfinished |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        for a in [x for x in ALLOCATORS if x in by_alloc] + sorted(set(by_alloc) - set(ALLOCATORS)):
+        for a in [x for x in ORDER if x in by_alloc] + sorted(set(by_alloc) - set(ORDER)):
             ms = list(by_alloc[a].values())
 
             def ci(k: str, scale: float = 3600.0, ms: list[dict[str, Any]] = ms) -> str:
