@@ -94,3 +94,16 @@ def elastic_rounds(draw, policies: bool = False):
         if draw(st.booleans()) or "tenants" not in d["round"]:
             d["round"]["max_moves"] = draw(st.integers(0, 1))
     return Instance.from_dict(d)
+
+
+def wide_gang_round() -> Instance:
+    """Six 2-GPU nodes and a 10-GPU gang that needs five of them: more than ``TAIL`` nodes."""
+    return Instance.from_dict({
+        "version": 3, "name": "wide", "round": {"duration_s": 300, "fair": False, "spread_from": "fewest"},
+        "nodes": [{"id": f"n{i}", "gpu_type": "A", "gpus": 2, "cpus": 8, "mem_gb": 64} for i in range(6)],
+        "jobs": [{"id": "gang", "gpus": 10, "weight": 1.0, "spread_factor": 0.9,
+                  "profile": {"cpus_per_gpu": [1, 4], "mem_per_gpu_gb": [16], "throughput": [[1.0], [1.5]]},
+                  "demand": {"cpus_per_gpu": 1, "mem_per_gpu_gb": 16}},
+                 {"id": "one", "gpus": 1, "weight": 0.2,
+                  "profile": {"cpus_per_gpu": [1, 4], "mem_per_gpu_gb": [16], "throughput": [[1.0], [1.2]]},
+                  "demand": {"cpus_per_gpu": 1, "mem_per_gpu_gb": 16}}]})

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from optsched.exact.hint import greedy_schedule
+from optsched.exact.prep import job_data
 from optsched.mip import pricing
 from optsched.mip.colgen import config_bound
 from optsched.mip.pricing import TAIL, split_fraction, supported
@@ -25,7 +26,7 @@ from optsched.model import Instance, Job, Node, Profile, Round
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bruteforce import brute_force, search_size  # noqa: E402
-from strategies import tiny_instances  # noqa: E402
+from strategies import tiny_instances, wide_gang_round  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -252,3 +253,18 @@ def test_start_bound_worker_only_where_cpsat_would_start_one():
     with pytest.raises(InputError) as e:
         solve_round(small, solver="cpsat", time_limit=1.0, seed=0, bound_worker="yes")
     assert e.value.field == "options.bound_worker"
+
+
+def test_bound_counts_a_gang_that_needs_more_than_tail_nodes():
+    """A gang whose fewest nodes exceed ``TAIL`` has pieces declared as a split over ``TAIL`` or
+    more nodes (it had none: the bound left it out and fell below the optimum, which ran it)."""
+    inst = wide_gang_round()
+    assert inst.spread_base("A", 10) == 5 > TAIL
+    best, sched = brute_force(inst)
+    assert "gang" in sched
+    data = job_data(inst)
+    cls = pricing.node_groups(inst, data)[0].cls
+    gang = pricing.class_pieces(inst, data, cls)[0]
+    assert gang and {pc.nodes for pc in gang} == {TAIL} and {pc.gpus for pc in gang} == {1, 2}
+    res = config_bound(inst, time_limit=10.0)
+    assert res.bound >= best - 1e-7 * max(1.0, best)

@@ -27,7 +27,7 @@ from optsched.values import schedule_value
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bruteforce import brute_force, feasible_schedules, search_size  # noqa: E402
-from strategies import tiny_instances  # noqa: E402
+from strategies import tiny_instances, wide_gang_round  # noqa: E402
 
 
 def _kept(inst, data, fix, sched) -> bool:
@@ -129,3 +129,16 @@ def test_deterministic_runs_skip_the_wall_clock_fixing_stage():
     res = solve_round(inst, solver="cpsat", time_limit=8, deterministic_time=4.0, num_workers=1)
     assert res.status.value != "optimal" or res.stats["deterministic_s"] < 1.5  # the round is hard enough to test this
     assert "fixing" not in res.stats and "stage1_deterministic_s" not in res.stats
+
+
+def test_fixing_keeps_a_gang_that_needs_more_than_tail_nodes():
+    """The fixing relative to the optimum of a round whose gang needs five nodes keeps the optimum
+    (its bound was below it, every job was forced, and CP-SAT's fixed model was infeasible)."""
+    inst = wide_gang_round()
+    data = job_data(inst)
+    best, _ = brute_force(inst)
+    fix = config_fixing(inst, data, best, time_limit=10.0)
+    assert fix is not None and fix.bound >= best - 1e-7 * max(1.0, best)
+    for total, sched, _load in feasible_schedules(inst):
+        if total >= best - 1e-9 * max(1.0, best):
+            assert _kept(inst, data, fix, sched), (total, sched, fix)

@@ -181,7 +181,9 @@ def class_pieces(instance: Instance, data: list[JobData], cls: tuple[str, int, i
             kmin = max(2, math.ceil(g / most))
             kmax = min(g, len(nodes_t))
             kbase = instance.spread_base(t, g)
-            for kk in range(kmin, min(kmax, TAIL) + 1):
+            # declared splits: exactly K nodes for K < TAIL, and TAIL for every split over TAIL
+            # or more nodes, among them a gang that needs more than TAIL nodes (kmin > TAIL)
+            for kk in range(min(kmin, TAIL), min(kmax, TAIL) + 1) if kmin <= kmax else ():
                 # the other K - 1 pieces hold between K - 1 and (K - 1) * most GPUs
                 lo = max(1, g - (kk - 1) * most) if kk < TAIL else 1
                 for k in range(lo, min(cap, g - kk + 1) + 1):
