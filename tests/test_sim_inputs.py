@@ -495,6 +495,12 @@ def test_a_shadowed_run_has_its_own_files(tmp_path, capsys):
     assert json.loads((out / f"{stem}.metrics.json").read_text())["manifest"]["shadow"] == "fixed-demand"
     assert main([*base, "--shadow", "scip", "--deterministic-time", "1"]) == 2
     assert "scip" in capsys.readouterr().err
+    # a shadow solves each round afresh: SOLVER@cold is the same shadow, a chain is refused
+    assert main([*base, "--shadow", "fixed-demand@cold"]) == 0
+    assert len(list(out.glob("*.rounds.csv"))) == 1
+    for bad in ("cpsat@warm", "cpsat@demand", "magic"):
+        assert main([*base, "--shadow", bad]) == 2
+        assert "--shadow" in capsys.readouterr().err
 
 
 def test_a_synthetic_run_id_covers_its_text_and_its_source_file(tmp_path):

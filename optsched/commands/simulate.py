@@ -96,8 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "fewest nodes would starve it while another's feed it, only at grid points that reach it "
                         "(default 0.5; 0: no limit)")
     p.add_argument("--shadow", default=None,
-                   help="also solve every round with this solver on the same state and write <run>.rounds.csv comparing them "
-                        "(worth, GPUs, jobs started and preempted, gangs, head of queue)")
+                   help="also solve every round with this solver on the same state, afresh (SOLVER or SOLVER@cold), and write "
+                        "<run>.rounds.csv comparing them (worth, GPUs, jobs started and preempted, gangs, head of queue)")
     p.add_argument("--elastic-share", type=float, default=0.0,
                    help="share of jobs (drawn with --seed) that are elastic: gpus/4 .. 4 x gpus GPUs, Amdahl scaling per model (default 0)")
     p.add_argument("--seed", type=int, default=0, help="model assignment and solver seed (default 0)")
@@ -186,6 +186,15 @@ def run(args: argparse.Namespace) -> int:
             get_method(parse_allocator(a)[0])
         except InputError as e:
             raise InputError("--allocator", e.value, e.problem) from None
+    if args.shadow is not None:
+        solver, at, variant = args.shadow.partition("@")
+        if at and variant != "cold":
+            raise InputError("--shadow", args.shadow, "a shadow solves each round's state afresh: give SOLVER or SOLVER@cold")
+        try:
+            get_method(solver)
+        except InputError as e:
+            raise InputError("--shadow", e.value, e.problem) from None
+        args.shadow = solver
     if not policies or not allocators:
         raise InputError("--policy/--allocator", f"{args.policy}/{args.allocator}", "name at least one of each")
     if args.time_limit <= 0:
@@ -238,8 +247,6 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     out = Path(args.out)
     print(f"{setup.settings['cluster_summary']}; {len(setup.workload)} jobs; notes {dict(setup.workload.notes)}", file=sys.stderr)
-    if args.shadow is not None:
-        get_method(args.shadow)
     pairs = [(pol, a) for pol in policies for a in allocators]
     extra: dict[str, Any] = {} if args.shadow is None else {"shadow": args.shadow}
     if args.deterministic_time is not None:
