@@ -120,19 +120,15 @@ def worst_tenant_rho(tenants: np.ndarray, rho: np.ndarray) -> float:
 
 
 def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: float, policy: str = POLICY) -> dict[str, Any]:
-    from optsched.sim.allocators import AtDemand
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
-    from optsched.sim.experiment import parse_allocator
+    from optsched.sim.experiment import make_allocator, parse_allocator
     from optsched.sim.policies import get_policy
-    from optsched.sim.solving import SolveRoundAllocator
 
     setup = setup_window(workload, LOAD, seed)
     jobs = setup.workload.jobs
-    solver, variant = parse_allocator(allocator)
-    inner = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, incremental=variant == "warm",
-                                **({"num_workers": 1} if solver == "cpsat" else {}))
-    rec = Recorder(AtDemand(inner) if variant == "demand" else inner, {j.id: j.tenant for j in jobs})
+    opts = {"num_workers": 1} if parse_allocator(allocator)[0] == "cpsat" else {}
+    rec = Recorder(make_allocator(allocator, time_limit=time_limit, seed=seed, **opts), {j.id: j.tenant for j in jobs})
     prog = Progress(rec, {j.id: j.tenant for j in jobs})
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, fairness=None if variant == "plain" else variant)
     t0 = time.perf_counter()

@@ -100,9 +100,8 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
             deterministic_time: float | None = None, preemption: str | None = None) -> dict[str, Any]:
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
-    from optsched.sim.experiment import parse_allocator
+    from optsched.sim.experiment import make_allocator, parse_allocator
     from optsched.sim.policies import get_policy
-    from optsched.sim.solving import SolveRoundAllocator
 
     preemption = preemption or SimConfig.preemption  # None: the simulator's default
     setup = setup_window(workload, LOAD, seed)
@@ -112,7 +111,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     opts: dict[str, Any] = {"num_workers": 1} if solver == "cpsat" else {}
     if solver == "cpsat" and deterministic_time is not None:
         opts["deterministic_time"] = deterministic_time  # load-independent, reproducible rounds
-    rec = FreeRecorder(SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, incremental=how == "warm", **opts))
+    rec = FreeRecorder(make_allocator(allocator, time_limit=time_limit, seed=seed, **opts))
     tol, max_moves = VARIANTS[variant]
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, preemption=preemption,
                     packing=None if tol is None else "consolidate", packing_tolerance=tol or None, max_moves=max_moves)

@@ -147,9 +147,8 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     from optsched.sim.config import SimConfig
     from optsched.sim.deadlines import deadline_metrics, mark_deadlines
     from optsched.sim.engine import simulate
-    from optsched.sim.experiment import parse_allocator
+    from optsched.sim.experiment import make_allocator, parse_allocator
     from optsched.sim.policies import get_policy
-    from optsched.sim.solving import SolveRoundAllocator
 
     preemption = preemption or SimConfig.preemption  # None: the simulator's default
     setup = setup_window(workload, LOAD, seed)
@@ -159,8 +158,7 @@ def run_one(workload: str, variant: str, allocator: str, seed: int, time_limit: 
     if how == "demand":
         raise SystemExit(f"{allocator}: this benchmark takes SOLVER, SOLVER@warm or SOLVER@cold")
     opts = {"num_workers": 1} if solver == "cpsat" else {}
-    rec = Recorder(SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, incremental=how == "warm", **opts),
-                   {j.id: j.tenant for j in jobs})
+    rec = Recorder(make_allocator(allocator, time_limit=time_limit, seed=seed, **opts), {j.id: j.tenant for j in jobs})
     cfg = SimConfig(name=f"{workload}-{variant}-{allocator}", progress=False, preemption=preemption,
                     slo_share=SLO_SHARE if variant == "deadlines" else 0.0, slo_slack=SLO_SLACK, slo_seed=seed,
                     tenant_quotas=quotas if variant == "quotas" else None)

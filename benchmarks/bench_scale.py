@@ -63,14 +63,13 @@ def child(path: str, method: str, time_limit: float, t0: float) -> dict[str, Any
 
 def bound_of(path: str) -> tuple[float, str]:
     """The round's LP bound from the library index, else its knapsack bound."""
-    index = Path(__file__).resolve().parent.parent / "instances" / "index.csv"
-    name = Path(path).name
-    with index.open() as f:
-        for row in csv.DictReader(f):
-            if row["instance"] == name and row["lp_bound"]:
-                return float(row["lp_bound"]), "lp"
     from optsched import load_instance
+    from optsched.bench.index import read_index
     from optsched.knapsack_bound import worth_bound
+
+    row = read_index(Path(__file__).resolve().parent.parent / "instances" / "index.csv").get(Path(path).name)
+    if row is not None and row["lp_bound"]:
+        return float(row["lp_bound"]), "lp"
 
     value = worth_bound(load_instance(path))
     if value is None:

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from optsched.sim.cluster import homogeneous
     from optsched.sim.config import SimConfig
     from optsched.sim.engine import simulate
-    from optsched.sim.experiment import parse_allocator
+    from optsched.sim.experiment import make_allocator, parse_allocator
     from optsched.sim.policies import get_policy
     from optsched.sim.shadow import Shadowed, shadow_summary
     from optsched.sim.solving import SolveRoundAllocator
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if variant == "demand":
         raise SystemExit(f"--allocator {args.allocator}: a shadow comparison takes a plain, @warm or @cold solver")
     opts = {"num_workers": 1} if solver in ("cpsat", "lns") else {}
-    primary = SolveRoundAllocator(solver, time_limit=args.time_limit, seed=args.seed, validate=False, incremental=variant == "warm", **opts)
+    primary = make_allocator(args.allocator, time_limit=args.time_limit, seed=args.seed, validate=False, **opts)
     sh = Shadowed(primary, {"shadow": SolveRoundAllocator(args.shadow, time_limit=args.time_limit, validate=False, hint=False)})
     t0 = time.time()
     res = simulate(wl, nodes, get_policy(args.policy), sh, SimConfig(**kw))

@@ -64,9 +64,7 @@ def _node(instance: Instance, n: int, jobs: Sequence[_Pinned], on: Sequence[int]
     copies = []  # (gang number, job)
     for i in on:
         p = jobs[i]
-        k = p.nodes[n]
-        if not k:
-            continue
+        k = p.nodes[n]  # a pinned job's GPUs on a node of its placement: at least 1
         if i in gangs:
             copies.append((gangs[i], p))
         else:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
+from optsched.heuristics.fungible_greedy import eligible_points, fungible_greedy_schedule
 from optsched.incremental_bound import alike_but_weight, node_ways
 from optsched.job import Profile
 from optsched.model import Instance, Job
@@ -498,7 +498,7 @@ def _leanest(profile: Profile, demand: float | None, cpg: float, mpg: float) -> 
     """The grid point of positive throughput (at least ``demand``, where given) with the least
     cores and memory relative to the per-GPU averages ``cpg`` and ``mpg`` (of equal ones, the
     fastest); ``None`` when there is none. Kept between rounds: pinned jobs' profiles repeat."""
-    points = [p for p in profile.points() if p[2] > 0 and (demand is None or p[2] >= demand)]
+    points = [p for p in eligible_points(profile, demand) if p[2] > 0]
     if not points:
         return None
     c, m, _ = min(points, key=lambda p: (p[0] / cpg + p[1] / mpg, -p[2]))

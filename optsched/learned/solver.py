@@ -91,16 +91,22 @@ def _too_large(cells: int, time_limit: float) -> str | None:
     return None
 
 
+def _with_hint(instance: Instance, hint: Schedule | None, best: Schedule, best_val: float, source: str) -> tuple[Schedule, float, str]:
+    """``(schedule, worth, source)``: ``hint`` (source ``"hint"``, recorded on the trajectory)
+    where it is worth more than ``best``, else ``best`` as given."""
+    if hint is not None and (hv := schedule_value(instance, hint)) > best_val + 1e-12:
+        current().record(hv)
+        return hint, hv, "hint"
+    return best, best_val, source
+
+
 def _greedy_instead(instance: Instance, hint: Schedule | None, why: str, start: float) -> Result:
     """The answer where the policy does not run: fungible-greedy's schedule, or ``hint`` where it
     is worth more."""
-    best = fungible_greedy_schedule(instance)
-    best_val = greedy_val = schedule_value(instance, best)
-    source = "fungible-greedy"
-    current().record(best_val)
-    if hint is not None and (hv := schedule_value(instance, hint)) > best_val + 1e-12:
-        best, best_val, source = hint, hv, "hint"
-        current().record(best_val)
+    greedy = fungible_greedy_schedule(instance)
+    greedy_val = schedule_value(instance, greedy)
+    current().record(greedy_val)
+    best, best_val, source = _with_hint(instance, hint, greedy, greedy_val, "fungible-greedy")
     stats = {"policy_skipped": f"{instance.size[0]} x {instance.size[1]} round: {why}; partitioned (method='auto' here) "
                                "splits such rounds", "source": source, "greedy_objective": greedy_val}
     return Result(best, Status.FEASIBLE, best_val, None, "maifs", "learned", time.perf_counter() - start, stats)
@@ -237,11 +243,7 @@ class LearnedSolver:
                 best = state_schedule(instance, feats, forced)
                 rec.record(best_val)
                 source = "gang first"
-        if hint is not None:
-            hv = schedule_value(instance, hint)
-            if hv > best_val + 1e-12:
-                best, best_val, source = hint, hv, "hint"
-                rec.record(best_val)
+        best, best_val, source = _with_hint(instance, hint, best, best_val, source)
         stats = {
             "greedy_cut_by_deadline": cut,  # then completed by fungible-greedy
             "featurise_forward_s": t1 - t0,

@@ -43,6 +43,7 @@ __all__ = [
     "Setup",
     "canonical_allocator",
     "check_deterministic_time",
+    "make_allocator",
     "open_trace",
     "parse_allocator",
     "prepare",
@@ -86,6 +87,18 @@ def canonical_allocator(allocator: str) -> str:
     :data:`CHAINED_SOLVERS` and the plain name for other solvers (``"fungible-greedy"``)."""
     solver, variant = parse_allocator(allocator)
     return solver if variant == "cold" and solver not in CHAINED_SOLVERS else f"{solver}@{variant}"
+
+
+def make_allocator(allocator: str, *, time_limit: float, seed: int = 0, validate: bool = True,
+                   **solver_options: Any) -> SolveRoundAllocator | AtDemand:
+    """The allocator an allocator name runs (:func:`parse_allocator`): a
+    :class:`~optsched.sim.solving.SolveRoundAllocator` of the solver, solving the rounds as one
+    chain for ``SOLVER@warm``, wrapped in :class:`~optsched.sim.allocators.AtDemand` for
+    ``SOLVER@demand``; ``solver_options`` go to the solver."""
+    solver, variant = parse_allocator(allocator)
+    alloc = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, incremental=variant == "warm",
+                                **solver_options)
+    return AtDemand(alloc) if variant == "demand" else alloc
 
 
 def check_deterministic_time(allocators: Sequence[str], deterministic_time: float | None) -> None:
@@ -285,11 +298,8 @@ def run(
         solver_options = {**solver_options, "deterministic_time": float(deterministic_time)}
     if variant == "warm" and gap_target is not None:
         given["gap_target"] = solver_options["gap_target"] = gap_target
-    alloc: Any = SolveRoundAllocator(solver, time_limit=time_limit, seed=seed, validate=validate, incremental=variant == "warm",
-                                     **solver_options)
+    alloc: Any = make_allocator(allocator, time_limit=time_limit, seed=seed, validate=validate, **solver_options)
     chain = alloc if variant == "warm" else None
-    if variant == "demand":
-        alloc = AtDemand(alloc)
     if shadow is not None:
         dt = {"deterministic_time": float(deterministic_time)} if deterministic_time is not None and shadow in DETERMINISTIC_TIME_SOLVERS else {}
         alloc = Shadowed(alloc, {shadow: SolveRoundAllocator(shadow, time_limit=time_limit, seed=seed, validate=validate, hint=False, **dt)})
