@@ -177,7 +177,10 @@ def check_schedule(instance: Instance, schedule: Schedule | Mapping[str, Any]) -
         tp_demand = job.profile.throughput[grid_c[job.demand[0]]][grid_m[job.demand[1]]]
         # rule 5: fairness
         if instance.round.fair and tp < tp_demand:
-            out.append(Violation(5, f"job {jid}: throughput {tp:g} at ({c}, {m}) is below {tp_demand:g} at its demand (fair round)", job=jid))
+            a, b = f"{tp:g}", f"{tp_demand:g}"
+            if a == b:  # slower by less than 6 digits show: every digit
+                a, b = repr(tp), repr(tp_demand)
+            out.append(Violation(5, f"job {jid}: throughput {a} at ({c}, {m}) is below {b} at its demand (fair round)", job=jid))
         if not allowed or len(types) > 1:
             continue
         speed = 1.0 if job.gpu_speed is None else job.gpu_speed[gpu_type]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, fair_floor
 from optsched.room import residual_nodes, spread_caps
 from optsched.values import spread_multiplier
 
@@ -54,9 +54,7 @@ def _points(instance: Instance, job: Job, nodes: dict[int, int]) -> tuple[np.nda
     (index -> GPUs) alone (in a fair round, at least as fast as the demand). Filtering the
     frontier loses nothing: a point that dominates a fitting one fits too, and is as fast."""
     c, m, thr = job.profile.frontier()
-    keep = np.ones(len(c), dtype=bool)
-    if instance.round.fair:
-        keep &= thr >= job.demand_throughput * (1 - 1e-12)
+    keep = thr >= fair_floor(job, instance.round.fair)
     for i, k in nodes.items():
         keep &= (c * k <= instance.nodes[i].cpus) & (m * k <= instance.nodes[i].mem_gb)
     out = c[keep], m[keep], thr[keep]
@@ -462,7 +460,7 @@ def _fill_pieces(instance: Instance, gpu_type: str, free: int, cpus: int, mem: i
             continue
         c, m, thr = j.profile.frontier()
         if instance.round.fair:
-            keep = thr >= j.demand_throughput * (1 - 1e-12)
+            keep = thr >= fair_floor(j, True)
             c, m, thr = c[keep], m[keep], thr[keep]
         worth = j.weight * speed * thr * caps(j, c, m) / j.demand_throughput
         own = [(k, a, b, v) for k in range(1, min(j.gpus, free) + 1)

@@ -27,7 +27,7 @@ from optsched.fields import (
     _get,
 )
 
-__all__ = ["Elastic", "Job", "Profile", "cheapest_point"]
+__all__ = ["Elastic", "Job", "Profile", "cheapest_point", "fair_floor"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,10 @@ class Profile:
                         for b, m in enumerate(self.mem_per_gpu_gb))
             object.__setattr__(self, "_points", pts)
         return list(pts)
+
+    def allowed(self, floor: float) -> list[tuple[int, int, float]]:
+        """The grid points at least ``floor`` fast (:func:`fair_floor`), as :meth:`points` lists them."""
+        return [p for p in self.points() if p[2] >= floor]
 
     def frontier(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The grid points no other point dominates, as read-only arrays of cores per GPU, GB per
@@ -548,10 +552,16 @@ def _missing_demand(demand: Mapping[str, Any]) -> tuple[int, int]:
     raise InputError(f"demand.{key}", None, "is required")
 
 
+def fair_floor(job: Job, fair: bool) -> float:
+    """The least throughput a grid point of ``job`` may have in a round (contract rule 5): in a
+    ``fair`` round its demand's, else ``-inf``. Every method compares ``throughput >= floor`` as
+    the checker does, with no tolerance: a point slower by a rounding error is not allowed."""
+    return job.demand_throughput if fair else -math.inf
+
+
 def cheapest_point(job: Job, fair: bool) -> tuple[int, int]:
     """The grid point with the fewest cores, then the least memory (in a ``fair`` round, among
     the points at least as fast as the demand): where a pinned job can always be kept."""
     if not fair:
         return job.profile.cpus_per_gpu[0], job.profile.mem_per_gpu_gb[0]
-    need = job.demand_throughput
-    return min((c, m) for c, m, thr in job.profile.points() if thr >= need)
+    return min((c, m) for c, m, _ in job.profile.allowed(fair_floor(job, fair)))

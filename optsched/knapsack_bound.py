@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from optsched.incremental_bound import pinned_worth_bound
-from optsched.model import Instance
+from optsched.model import Instance, fair_floor
 from optsched.room import residual_nodes, spread_caps
 from optsched.round_policies import policy_families
 
@@ -33,8 +33,7 @@ def _fit_factors(instance: Instance, job: Any, gpu_type: str, nodes: tuple[np.nd
     no set of nodes holds is left out (0 when none is held)."""
     prof = job.profile
     thr = np.asarray(prof.throughput, dtype=np.float64)
-    if instance.round.fair:  # a fair round allows only the points at least as fast as the demand
-        thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
+    thr = np.where(thr >= fair_floor(job, instance.round.fair), thr, 0.0)  # a fair round's points
     c = np.asarray(prof.cpus_per_gpu, dtype=np.int64)[:, None]
     m = np.asarray(prof.mem_per_gpu_gb, dtype=np.int64)[None, :]
     c, m = np.broadcast_arrays(c, m)
@@ -58,7 +57,7 @@ def _staying_value(instance: Instance, job: Any) -> float | None:
     # node: at most the smallest per-GPU share over the nodes (integers: c * k <= cap iff c <= cap // k)
     shares = [(n.cpus // k, n.mem_gb // k) for k, n in zip(job.placement.values(), nodes, strict=True) if k > 0]
     best = job.profile.best_within(min((c for c, _ in shares), default=math.inf), min((m for _, m in shares), default=math.inf))
-    if instance.round.fair and best < job.demand_throughput * (1 - 1e-12):  # the fastest fitting point is below the demand's
+    if best < fair_floor(job, instance.round.fair):  # the fastest fitting point is below a fair round's demand
         best = 0.0
     base = instance.spread_base(nodes[0].gpu_type, job.gpus)
     return speed * float(best) * job.spread_factor ** (len(job.placement) - base)

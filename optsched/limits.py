@@ -27,6 +27,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from optsched.errors import InputError
+from optsched.job import fair_floor
 
 if TYPE_CHECKING:
     from optsched.model import Instance, Job
@@ -229,7 +230,7 @@ def job_value_range(instance: Instance, job: Job, *, present: Collection[str] | 
     key = (id(job.profile), job.demand)
     span = None if throughputs is None else throughputs.get(key)
     if span is None:
-        thr = [v for row in job.profile.throughput for v in row if not instance.round.fair or v >= demand]
+        thr = [v for _c, _m, v in job.profile.allowed(fair_floor(job, instance.round.fair))]
         span = min(thr), max(thr)
         if throughputs is not None:
             throughputs[key] = span

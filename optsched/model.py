@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from optsched.fields import CONTRACT_VERSION, CONTRACT_VERSIONS, FAIRNESS, PACKING, SPREAD_FROM
 from optsched.instance import Instance, Node, Round
-from optsched.job import Elastic, Job, Profile, cheapest_point
+from optsched.job import Elastic, Job, Profile, cheapest_point, fair_floor
 
-__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "SPREAD_FROM", "Elastic", "cheapest_point", "Instance", "Job", "Node", "Profile",
+__all__ = ["CONTRACT_VERSION", "CONTRACT_VERSIONS", "FAIRNESS", "PACKING", "SPREAD_FROM", "Elastic", "cheapest_point", "fair_floor", "Instance", "Job", "Node", "Profile",
            "Round"]

@@ -10,7 +10,7 @@ with it, CP-SAT repairs its candidate hints with it, the MIP backends their hint
 from __future__ import annotations
 
 from optsched.heuristics.common import Cluster
-from optsched.model import Instance, cheapest_point
+from optsched.model import Instance, cheapest_point, fair_floor
 from optsched.quota_reclaim import Reclaim, Tenancy, cluster_of, fit_at_demand
 from optsched.round_policies import (
     borrowers,
@@ -129,7 +129,7 @@ def _keep_pinned(instance: Instance, jobs: dict[str, Assignment], lean: bool = T
         if j.id in jobs:
             continue
         home = dict(j.placement or {})
-        pts = [(c, m, thr) for c, m, thr in j.profile.points() if not fair or thr >= j.demand_throughput]
+        pts = j.profile.allowed(fair_floor(j, fair))
         pts.sort(key=lambda p: (not lean and (p[0], p[1]) != j.demand, -p[2], p[0], p[1]))
         c0, m0 = cheapest_point(j, fair)
         if not cl.fits_at(home, c0, m0):

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from optsched.heuristics.common import Cluster
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, fair_floor
 from optsched.round_policies import (
     tenant_gpus,
     urgent,
@@ -159,7 +159,7 @@ class Reclaim:
             base = job.demand_throughput
             pts = [(c0, m0, base)]
             if self.lean:
-                rest = [p for p in job.profile.points() if (p[0], p[1]) != (c0, m0) and (not self.inst.round.fair or p[2] >= base)]
+                rest = [p for p in job.profile.allowed(fair_floor(job, self.inst.round.fair)) if (p[0], p[1]) != (c0, m0)]
                 pts += sorted(rest, key=lambda p: (-p[2], p[0], p[1]))
             least: list[tuple[int, int]] = []
             for c, m in sorted((c, m) for c, m, _ in pts):  # by cores: keep each that needs less memory than all before

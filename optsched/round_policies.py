@@ -46,7 +46,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from optsched.model import Elastic, Instance, Job, Profile
+from optsched.model import Elastic, Instance, Job, Profile, fair_floor
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, is_move, schedule_value
 
@@ -140,8 +140,7 @@ def gpu_room(instance: Instance, gpu_type: str, c: int, m: int, memo: dict[tuple
 def drf_runnable(instance: Instance, job: Job, memo: dict[tuple[str, int, int], int] | None = None) -> bool:
     """Whether the job fits the empty cluster at some allowed (fair-eligible) grid point, on one
     GPU type over any nodes of it (``memo``: the room per (type, cores, GB), shared across calls)."""
-    base = job.demand_throughput
-    points = [(c, m) for c, m, tp in job.profile.points() if not instance.round.fair or tp >= base]
+    points = [(c, m) for c, m, _ in job.profile.allowed(fair_floor(job, instance.round.fair))]
     return any(gpu_room(instance, t, c, m, memo) >= min(job.sizes)
                for t in instance.gpu_types if job.speed(t) is not None for c, m in points)
 
@@ -318,7 +317,7 @@ def peak_rate(profile: Profile, demand: tuple[int, int], speed: float, fair: boo
     """``speed x`` the best (fair-eligible) grid point's throughput relative to the demand point's,
     times an elastic job's largest scaling factor: :func:`best_speedup` for a given best speed."""
     base = profile.at(*demand)
-    top = max(tp for _c, _m, tp in profile.points() if not fair or tp >= base)
+    top = max(tp for _c, _m, tp in profile.allowed(base if fair else -math.inf))
     return speed * top / base * (1.0 if elastic is None else max(elastic.scaling))
 
 

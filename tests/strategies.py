@@ -13,7 +13,8 @@ def _grid(draw, lo: int, hi: int) -> list[int]:
 
 @st.composite
 def tiny_instance_dicts(draw, max_nodes: int = 3, max_jobs: int = 4) -> dict:
-    """A valid round instance dict: tight capacities, small grids, optional running jobs."""
+    """A valid round instance dict: tight capacities, small grids, optional running jobs, and now and
+    then a grid point a rounding error slower than the demand's (which a fair round must refuse)."""
     types = ["A", "B"][: draw(st.integers(1, 2))]
     nodes = []
     for i in range(draw(st.integers(1, max_nodes))):
@@ -24,11 +25,15 @@ def tiny_instance_dicts(draw, max_nodes: int = 3, max_jobs: int = 4) -> dict:
     for i in range(draw(st.integers(1, max_jobs))):
         cg, mg = _grid(draw, 1, 4), _grid(draw, 4, 16)
         tp = [[draw(st.floats(0.5, 10.0)) for _ in mg] for _ in cg]
+        dc, dm = draw(st.sampled_from(range(len(cg)))), draw(st.sampled_from(range(len(mg))))
+        if draw(st.integers(0, 3)) == 0:  # a point a rounding error slower than the demand's
+            a, b = draw(st.sampled_from(range(len(cg)))), draw(st.sampled_from(range(len(mg))))
+            if (a, b) != (dc, dm):
+                tp[a][b] = tp[dc][dm] * (1 - 1e-13)
         job = {"id": f"j{i}", "gpus": draw(st.integers(1, 4)),
                "weight": draw(st.floats(0.1, 3.0)),
                "profile": {"cpus_per_gpu": cg, "mem_per_gpu_gb": mg, "throughput": tp},
-               "demand": {"cpus_per_gpu": draw(st.sampled_from(cg)),
-                          "mem_per_gpu_gb": draw(st.sampled_from(mg))},
+               "demand": {"cpus_per_gpu": cg[dc], "mem_per_gpu_gb": mg[dm]},
                "spread_factor": draw(st.floats(0.05, 1.0)),
                "restart_s": draw(st.integers(0, 200))}
         if draw(st.booleans()):

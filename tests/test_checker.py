@@ -78,3 +78,15 @@ def test_reports_and_extension_fields_are_read_past():
            "time_limit": 5.0, "session_id": "s", "incremental": "carried", "x-origin": "replay"}
     assert list(check_schedule(INST, doc)) == []
     assert Schedule.from_dict(doc).jobs["j0"].point == (2, 8)
+
+
+def test_a_point_a_rounding_error_below_a_fair_demand_is_named_with_every_digit():
+    below = 1.0 - 1e-13
+    inst = Instance.from_dict({
+        "version": 1, "name": "hair", "round": {"duration_s": 300.0, "fair": True},
+        "nodes": [{"id": "n0", "gpu_type": "V100", "gpus": 8, "cpus": 8, "mem_gb": 500}],
+        "jobs": [{"id": "j0", "gpus": 1, "weight": 1.0, "demand": {"cpus_per_gpu": 2, "mem_per_gpu_gb": 10},
+                  "profile": {"cpus_per_gpu": [1, 2], "mem_per_gpu_gb": [10, 20], "throughput": [[below, below], [1.0, 1.0]]}}]})
+    report = check_schedule(inst, {"jobs": {"j0": {"nodes": {"n0": 1}, "cpus_per_gpu": 1, "mem_per_gpu_gb": 10}}})
+    (v,) = list(report)
+    assert v.rule == 5 and f"throughput {below!r} at (1, 10) is below 1.0 at its demand" in v.message

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.model import Instance
+from optsched.model import Instance, fair_floor
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value
 
@@ -117,9 +117,9 @@ class RoundBuilder:
             gc, gm = j.profile.shape
             self.cgrid[k, :gc] = j.profile.cpus_per_gpu
             self.mgrid[k, :gm] = j.profile.mem_per_gpu_gb
-            thr = np.asarray(j.profile.throughput) / j.demand_throughput
-            self.thr_rel[k, :gc, :gm] = thr
-            self.point_ok[k, :gc, :gm] = thr >= 1.0 - 1e-12 if instance.round.fair else True
+            thr = np.asarray(j.profile.throughput, dtype=np.float64)
+            self.thr_rel[k, :gc, :gm] = thr / j.demand_throughput
+            self.point_ok[k, :gc, :gm] = thr >= fair_floor(j, instance.round.fair)
             for i, n in enumerate(nodes):
                 self.speed[k, i] = j.speed(n.gpu_type) or 0.0
             for nid, g in (j.placement or {}).items():

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, fair_floor
 
 __all__ = ["can_run", "node_arrays", "nothing_can_run"]
 
@@ -31,8 +31,7 @@ def can_run(instance: Instance, job: Job, nodes: dict[str, np.ndarray] | None = 
     """Whether ``job`` alone fits on the round's nodes (``nodes``: :func:`node_arrays`'s arrays)."""
     nodes = node_arrays(instance) if nodes is None else nodes
     need = min(job.sizes)
-    demand = job.demand_throughput
-    points = [(c, m) for c, m, thr in job.profile.points() if not instance.round.fair or thr >= demand]
+    points = [(c, m) for c, m, _ in job.profile.allowed(fair_floor(job, instance.round.fair))]
     for t, arr in nodes.items():
         if job.speed(t) is None or int(arr[:, 0].sum()) < need:
             continue

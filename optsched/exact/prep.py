@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from optsched.model import Instance, Job, Node, Profile
+from optsched.model import Instance, Job, Node, Profile, fair_floor
 from optsched.schedule import Schedule
 from optsched.values import job_value
 
@@ -43,7 +43,7 @@ def pareto_points(job: Job, fair: bool, prune: bool = True) -> tuple[Point, ...]
     throughput at more resources is dominated and dropped. Cached per (profile, floor): jobs of
     one model share their profile, and lns rebuilds the job data for every sub-problem.
     """
-    return _pareto(job.profile, job.demand_throughput if fair else 0.0, prune)
+    return _pareto(job.profile, fair_floor(job, fair), prune)
 
 
 @lru_cache(maxsize=4096)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, fair_floor
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
 
@@ -62,8 +62,7 @@ def _best_place(instance: Instance, job: Job, free: tuple[np.ndarray, np.ndarray
             continue
         k = (cum < job.gpus).sum(axis=2) + 1
         thr = np.asarray(prof.throughput, dtype=np.float64)
-        if instance.round.fair:
-            thr = np.where(thr >= job.demand_throughput * (1 - 1e-12), thr, 0.0)
+        thr = np.where(thr >= fair_floor(job, instance.round.fair), thr, 0.0)
         score = np.where(fits, thr * job.spread_factor ** np.maximum(0, k - instance.spread_base(t, job.gpus)), -1.0)
         a, b = np.unravel_index(int(np.argmax(score)), score.shape)
         if score[a, b] <= 0:
@@ -85,9 +84,7 @@ def _best_place(instance: Instance, job: Job, free: tuple[np.ndarray, np.ndarray
         home = {instance.node_idx(n): k for n, k in job.placement.items()}
         t = instance.nodes[next(iter(home))].gpu_type
         if job.speed(t) is not None and all(g[i] >= k for i, k in home.items()):
-            for c_pt, m_pt, thr in prof.points():
-                if instance.round.fair and thr < job.demand_throughput:
-                    continue
+            for c_pt, m_pt, _ in prof.allowed(fair_floor(job, instance.round.fair)):
                 if all(c[i] >= k * c_pt and m[i] >= k * m_pt for i, k in home.items()):
                     v = job_value(instance, job, t, c_pt, m_pt, len(home), False)
                     if v > best_v:

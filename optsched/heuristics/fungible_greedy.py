@@ -20,7 +20,7 @@ from optsched.heuristics.common import Cluster, job_order, place
 from optsched.heuristics.drf import best_by_drf, fair_round, fair_stats, keep_level, progressive_fill
 from optsched.heuristics.fixed_demand import fixed_demand_schedule
 from optsched.heuristics.sizing import admission_sizes, grow, knapsack_place
-from optsched.job import Profile
+from optsched.job import fair_floor
 from optsched.model import Instance, Job
 from optsched.options import NoOptions
 from optsched.policy_repair import repair
@@ -36,18 +36,11 @@ from optsched.schedule import Assignment, Schedule
 from optsched.trajectory import recorded
 from optsched.values import schedule_value
 
-__all__ = ["FungibleGreedy", "eligible_points", "fungible_greedy_schedule"]
-
-
-def eligible_points(profile: Profile, demand: float | None) -> list[tuple[int, int, float]]:
-    """``profile``'s grid points ``(cores, GB, throughput)``; where ``demand`` is given (a fair
-    round: no job slower than at its demand), only those at least that fast."""
-    pts = profile.points()
-    return pts if demand is None else [p for p in pts if p[2] >= demand]
+__all__ = ["FungibleGreedy", "fungible_greedy_schedule"]
 
 
 def _eligible(instance: Instance, job: Job) -> list[tuple[int, int, float]]:
-    return eligible_points(job.profile, job.demand_throughput if instance.round.fair else None)
+    return job.profile.allowed(fair_floor(job, instance.round.fair))
 
 
 def _lean_point(job: Job, pts: list[tuple[int, int, float]], cpg: float, mpg: float) -> tuple[int, int]:

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from optsched.heuristics.fungible_greedy import eligible_points, fungible_greedy_schedule
+from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
 from optsched.incremental_bound import alike_but_weight, node_ways
-from optsched.job import Profile
+from optsched.job import Profile, fair_floor
 from optsched.model import Instance, Job
 from optsched.schedule import Assignment, Schedule
 from optsched.values import assignment_value, job_value
@@ -58,8 +58,7 @@ def _options(instance: Instance, job: Job, nodes: Mapping[str, int], room: Mappi
     keep = np.ones(len(c), dtype=bool)
     for n, k in nodes.items():
         keep &= (k * c <= room[n][0]) & (k * m <= room[n][1])
-    if instance.round.fair:
-        keep &= thr >= job.demand_throughput * (1 - 1e-12)
+    keep &= thr >= fair_floor(job, instance.round.fair)
     if not keep.any():
         return []
     moved = job.placement is not None and dict(job.placement) != dict(nodes)
@@ -487,18 +486,18 @@ def squeezed_greedy(instance: Instance) -> Schedule:
     for j in instance.jobs:
         if not j.pinned or not j.placement:
             continue
-        lean = _leanest(j.profile, j.demand_throughput if instance.round.fair else None, cpg, mpg)
+        lean = _leanest(j.profile, fair_floor(j, instance.round.fair), cpg, mpg)
         if lean is not None:
             fixed[j.id] = Assignment(nodes=dict(j.placement), cpus_per_gpu=lean[0], mem_per_gpu_gb=lean[1])
     return fungible_greedy_schedule(instance, fixed=Schedule(instance.name, fixed))
 
 
 @functools.lru_cache(maxsize=4096)
-def _leanest(profile: Profile, demand: float | None, cpg: float, mpg: float) -> tuple[int, int] | None:
-    """The grid point of positive throughput (at least ``demand``, where given) with the least
-    cores and memory relative to the per-GPU averages ``cpg`` and ``mpg`` (of equal ones, the
-    fastest); ``None`` when there is none. Kept between rounds: pinned jobs' profiles repeat."""
-    points = [p for p in eligible_points(profile, demand) if p[2] > 0]
+def _leanest(profile: Profile, floor: float, cpg: float, mpg: float) -> tuple[int, int] | None:
+    """The grid point of positive throughput (at least ``floor``, :func:`~optsched.job.fair_floor`)
+    with the least cores and memory relative to the per-GPU averages ``cpg`` and ``mpg`` (of equal
+    ones, the fastest); ``None`` when there is none. Kept between rounds: pinned jobs' profiles repeat."""
+    points = [p for p in profile.allowed(floor) if p[2] > 0]
     if not points:
         return None
     c, m, _ = min(points, key=lambda p: (p[0] / cpg + p[1] / mpg, -p[2]))

@@ -116,7 +116,7 @@ def _point_block(
     m = np.tile(np.asarray(prof.mem_per_gpu_gb, dtype=np.int64), len(prof.cpus_per_gpu))
     tp = np.asarray(prof.throughput, dtype=np.float64).ravel()
     rel = tp / demand_tp
-    ok = rel >= 1.0 - 1e-12 if fair else np.ones(len(tp), dtype=bool)
+    ok = tp >= demand_tp if fair else np.ones(len(tp), dtype=bool)  # as the checker compares (fair_floor)
     ok &= _undominated(c, m, tp, ok)
     dc, dm = demand
     feat = np.stack(

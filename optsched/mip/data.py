@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from optsched.model import Instance, Job
+from optsched.model import Instance, Job, fair_floor
 from optsched.values import spread_multiplier
 
 __all__ = ["JobData", "NodeClasses", "RoundData", "pareto_points"]
@@ -33,10 +33,7 @@ def pareto_points(job: Job, fair: bool) -> list[tuple[int, int, float]]:
     sums only shrink) without losing value (value grows with throughput), so the optimum is kept.
     The result is sorted by ``(cpus, mem)``; the demand point or a point dominating it is always in it.
     """
-    pts = job.profile.points()
-    if fair:
-        floor = job.demand_throughput
-        pts = [p for p in pts if p[2] >= floor]
+    pts = job.profile.allowed(fair_floor(job, fair))
     keep = []
     for i, (c, m, t) in enumerate(pts):
         dominated = any(

@@ -22,7 +22,7 @@ import numpy as np
 
 from optsched.capacity import node_usage
 from optsched.heuristics.fungible_greedy import fungible_greedy_schedule
-from optsched.model import Instance, Job, Node
+from optsched.model import Instance, Job, Node, fair_floor
 from optsched.partition.prices import movable, moved_in
 from optsched.round_policies import policy_families
 from optsched.schedule import Assignment, Schedule
@@ -33,9 +33,7 @@ __all__ = ["fill_residual", "place_gangs", "repair_across"]
 
 def _points(instance: Instance, job: Job) -> list[tuple[int, int, float]]:
     """The job's grid points, fastest first (in a fair round only those at least as fast as its demand)."""
-    pts = job.profile.points()
-    if instance.round.fair:
-        pts = [p for p in pts if p[2] >= job.demand_throughput]
+    pts = job.profile.allowed(fair_floor(job, instance.round.fair))
     return sorted(pts, key=lambda p: (-p[2], p[0], p[1]))
 
 
