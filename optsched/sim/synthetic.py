@@ -51,6 +51,7 @@ import numpy as np
 
 from optsched.errors import InputError
 from optsched.limits import MAX_TRACE_JOBS, check_at_most, whole_number
+from optsched.sim.csv_rows import MAX_DURATION_S
 from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
 
@@ -373,6 +374,10 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
                 t = (t - t[0]) * (spec.span_s / (t[-1] - t[0]))
         if len(t):
             t = t - t[0]
+    if len(t) and not float(np.max(t)) <= MAX_DURATION_S:  # as a trace file's arrivals (csv_rows.drop_and_rebase); NaN too
+        field, value = ("load", spec.load) if spec.load is not None else ("rate_per_h", spec.rate_per_h)
+        raise InputError(field, value, f"spreads the arrivals of {len(t):,} jobs over more than {MAX_DURATION_S:.0e} seconds (31.7 "
+                                       "million years), beyond what the simulator computes with")
     n = len(t)
     models = list(cat.sample_models(rng, n, spec.mix)) if n else []
     tenants = [f"t{i}" for i in rng.integers(0, spec.tenants, n)] if spec.tenants else [""] * n
