@@ -200,6 +200,8 @@ def _check_sizes(sizes: Any) -> dict[int, float]:
             raise InputError(f"sizes.{gi}", w, "must be a finite share >= 0")
         out[gi] = out.get(gi, 0.0) + float(w)
     total = sum(out.values())
+    if not math.isfinite(total):  # each share finite, their sum not: every share would read 0
+        raise InputError("sizes", dict(sizes), "the shares add up to more than the largest float: give them on a smaller scale")
     if total <= 0:
         raise InputError("sizes", dict(sizes), "must give some GPU count a positive share")
     return {g: w / total for g, w in sorted(out.items())}
