@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.limits import MAX_TRACE_JOBS, check_at_most, whole_number
+from optsched.limits import MAX_TRACE_JOBS, check_at_most, check_count, whole_number
 from optsched.sim.csv_rows import MAX_DURATION_S
 from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
@@ -196,6 +196,7 @@ def _check_sizes(sizes: Any) -> dict[int, float]:
             raise InputError("sizes", g, "GPU counts must be whole numbers >= 1") from None
         if gi < 1 or gi != float(g):
             raise InputError("sizes", g, "GPU counts must be whole numbers >= 1")
+        check_count(f"sizes.{gi}", gi)  # a trace reader refuses more (csv_rows.gpu_count): the written trace would not load
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise InputError(f"sizes.{gi}", w, "must be a finite share >= 0")
         out[gi] = out.get(gi, 0.0) + float(w)
