@@ -447,6 +447,8 @@ def parse_spec(text: str, *, seed: int | None = None, gpus: int | None = None) -
         key, val = key.strip(), val.strip()
         if not eq or not key:
             raise InputError("synthetic", part, "settings must be KEY=VALUE pairs separated by commas")
+        if key in over:  # the later value silently replaced the earlier one
+            raise InputError("synthetic", text, f"sets {key} twice: give each setting once")
         try:
             if key in _INTS:
                 over[key] = whole_number(val)
@@ -464,6 +466,8 @@ def parse_spec(text: str, *, seed: int | None = None, gpus: int | None = None) -
                 over[key] = val
         except ValueError:
             raise InputError(key, val, "is not a valid value for this setting") from None
+        if key in ("sizes", "mix") and ":" in val and len(over[key]) <= val.count("/"):  # a later share replaced an earlier one
+            raise InputError(key, val, "gives a name twice: name each once")
     if seed is not None and "seed" not in over:
         over["seed"] = seed
     if gpus is not None and "gpus" not in over:
