@@ -835,3 +835,12 @@ def test_arrivals_beyond_what_the_simulator_computes_with_are_refused(tmp_path, 
 def test_a_trace_arrival_at_the_limit_is_replayed(tmp_path):
     tr = load_trace(_write(tmp_path, "edge.csv", f"{HEAD4}\na,0,600,2\nb,1e15,10,1\n"))
     assert tr.submit_s.tolist() == [0.0, 1e15]
+
+
+def test_a_negative_alibaba_gpu_share_is_refused_with_its_cell(tmp_path):
+    """gpu_milli -500 was read as a share of one GPU (replayed on a whole one, counted as fractional)."""
+    head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    p = _write(tmp_path, "pods.csv", head + "p1,8000,1024,1,1000,,LS,Running,0,100,10\np2,8000,1024,1,-500,,LS,Running,5,100,50\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "pods.csv[line 3].gpu_milli" and ">= 0" in e.value.problem
