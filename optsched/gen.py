@@ -91,6 +91,8 @@ def _type_counts(nodes: int, gpu_types: Sequence[str] | Mapping[str, float]) -> 
     total = sum(w for _, w in items)
     if total <= 0:
         raise InputError("gpu_types", gpu_types, "must give some type a positive share")
+    if not math.isfinite(total):  # each share finite, their sum not: every count would be NaN
+        raise InputError("gpu_types", dict(items), "the shares add up to more than the largest float: give them on a smaller scale")
     exact = [nodes * w / total for _, w in items]
     counts = [math.floor(x) for x in exact]
     order = sorted(range(len(items)), key=lambda i: (-(exact[i] - counts[i]), i))
@@ -114,6 +116,8 @@ def _size_mix(job_sizes: Mapping[int, float], max_gpus: int) -> tuple[np.ndarray
             shares.append(float(w))
     if not sizes:
         raise InputError("job_sizes", dict(job_sizes), f"no gang size with a positive share fits the cluster's {max_gpus} GPUs of one type")
+    if not math.isfinite(sum(shares)):  # each share finite, their sum not: the probabilities would be NaN
+        raise InputError("job_sizes", dict(job_sizes), "the shares add up to more than the largest float: give them on a smaller scale")
     p = np.array(shares)
     return np.array(sizes), p / p.sum()
 

@@ -184,3 +184,41 @@ def test_validate_help_says_what_it_compares_with_and_its_exit_status(capsys):
                    "Exit status: 0 when every decision is feasible, 1 when any breaks a rule, 2 on bad input"):
         assert phrase in text, text
     assert "exact optimum" not in text and "Evaluate mode" not in text
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    # shares each finite whose sum is not: were a traceback (NaN probabilities, NaN node counts) or, for the
+    # synthetic sizes, "must give some GPU count a positive share" after every share read 0
+    ("gen --nodes 2 --jobs 3 --gpu-types V100:1e308,K80:1e308", "gpu_types: the shares add up"),
+    ("gen --nodes 2 --jobs 3 --job-sizes 1:1e308,2:1e308", "job_sizes: the shares add up"),
+    ("gen --nodes 2 --jobs 3 --mix image:1e308,language:1e308", "mix: the weights add up"),
+    ("workload parametric --jobs 10 --mix image=1e308,language=1e308", "mix: the weights add up"),
+    ("workload parametric --jobs 10 --sizes 1:1e308,2:1e308", "sizes: the shares add up"),
+    ("simulate sample --mix resnet18=1e308,image=1e308 --allocator fungible-greedy --no-progress -o out", "mix: the weights add up"),
+])
+def test_shares_whose_sum_overflows_are_refused_in_one_line(files, line, named):
+    p = optsched(*line.split(), cwd=files)
+    assert p.returncode == 2 and named in p.stderr, p.stderr[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]  # no traceback, no numpy overflow warning
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    # a name given twice: the later share or value silently replaced the earlier one
+    ("gen --nodes 2 --jobs 3 --gpu-types V100,V100", ["--gpu-types", "gives V100 twice"]),
+    ("gen --nodes 2 --jobs 3 --job-sizes 1:1,1:2", ["--job-sizes", "gives 1 twice"]),
+    ("simulate sample --mix image=1,image=2 --no-progress -o out", ["--mix", "gives image twice"]),
+    ("simulate synthetic:parametric:jobs=10,jobs=20 --no-progress -o out", ["synthetic", "sets jobs twice"]),
+])
+def test_a_name_given_twice_is_refused(files, line, named):
+    p = optsched(*line.split(), cwd=files)
+    assert p.returncode == 2 and all(n in p.stderr for n in named), p.stderr[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1 and p.stdout == "", p.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    ("workload parametric --jobs 10 --sizes 1:1,1:2", ["--sizes", "gives 1 twice"]),
+    ("simulate synthetic:parametric:jobs=10,sizes=1:1/1:2 --no-progress -o out", ["sizes", "gives a name twice"]),
+    ("simulate synthetic:parametric:jobs=10,mix=image:1/image:2 --no-progress -o out", ["mix", "gives a name twice"]),
+])
+def test_a_size_or_model_given_twice_is_refused(files, line, named):
+    test_a_name_given_twice_is_refused(files, line, named)

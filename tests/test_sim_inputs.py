@@ -808,3 +808,39 @@ def test_gpu_counts_and_run_times_beyond_what_the_simulator_computes_with_are_re
     long = _write(tmp_path, "long.csv", f"{HEAD4}\na,0,1e308,8\nb,10,60,1\n")
     assert main(["simulate", str(long), "--cluster", "4x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o")]) == 2
     assert "long.csv[line 2]: the job runs more than 1e+15 seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("source", "args", "named"), [
+    # a trace arrival 1e300 s after the first: its jobs' ends were rounded onto their arrivals (JCT 0) and the unit
+    # warning printed a 300-digit number of years; 1e17 s: JCTs off by the double's 16-second steps there
+    ("far.csv", [], ["far.csv[line 3]", "arrives more than 1e+15 seconds"]),
+    ("near.csv", [], ["near.csv[line 3]", "arrives more than 1e+15 seconds"]),
+    # an arrival-rate multiplier that stretches the arrivals as far: --target-load 1e-300 hung the replay
+    ("sample", ["--target-load", "1e-300"], ["--target-load", "1e-300", "multiplier", "more than 1e+15 seconds"]),
+    ("sample", ["--load", "1e-12"], ["load", "1e-12", "more than 1e+15 seconds"]),
+    # a synthetic trace whose rate or load spreads its jobs as far: replayed with JCTs of 0
+    ("synthetic:parametric:jobs=10,load=1e-300,gpus=8", [], ["load", "1e-300", "more than 1e+15 seconds"]),
+    ("synthetic:parametric:jobs=10,rate_per_h=1e-300", [], ["rate_per_h", "more than 1e+15 seconds"]),
+])
+def test_arrivals_beyond_what_the_simulator_computes_with_are_refused(tmp_path, capsys, source, args, named):
+    _write(tmp_path, "far.csv", f"{HEAD4}\na,0,600,2\nb,1e300,10,1\n")
+    _write(tmp_path, "near.csv", f"{HEAD4}\na,0,600,2\nb,1e17,10,1\n")
+    trace = str(tmp_path / source) if source.endswith(".csv") else source
+    code = main(["simulate", trace, "--cluster", "2x8", "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and all(n in err for n in named), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_trace_arrival_at_the_limit_is_replayed(tmp_path):
+    tr = load_trace(_write(tmp_path, "edge.csv", f"{HEAD4}\na,0,600,2\nb,1e15,10,1\n"))
+    assert tr.submit_s.tolist() == [0.0, 1e15]
+
+
+def test_a_negative_alibaba_gpu_share_is_refused_with_its_cell(tmp_path):
+    """gpu_milli -500 was read as a share of one GPU (replayed on a whole one, counted as fractional)."""
+    head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    p = _write(tmp_path, "pods.csv", head + "p1,8000,1024,1,1000,,LS,Running,0,100,10\np2,8000,1024,1,-500,,LS,Running,5,100,50\n")
+    with pytest.raises(InputError) as e:
+        load_trace(p)
+    assert e.value.field == "pods.csv[line 3].gpu_milli" and ">= 0" in e.value.problem

@@ -240,3 +240,13 @@ def test_the_docstring_example_runs():
     from optsched.sim import synthetic
 
     assert doctest.testmod(synthetic).failed == 0
+
+
+def test_a_gpu_count_no_trace_reader_takes_is_refused_before_writing(tmp_path, capsys):
+    """workload --sizes 2000000:1 wrote a trace that simulate then refused (more than 1,000,000 GPUs)."""
+    out = tmp_path / "big.csv"
+    assert main(["workload", "parametric", "--jobs", "10", "--sizes", "2000000:1", "-o", str(out)]) == 2
+    assert "sizes.2000000" in capsys.readouterr().err and not out.exists()
+    tr = synthetic_trace("parametric", jobs=10, sizes={1_000_000: 1.0})  # the largest count: written and read back
+    assert main(["workload", "parametric", "--jobs", "10", "--sizes", "1000000:1", "-o", str(out)]) == 0
+    assert load_trace(out).gpus.tolist() == tr.gpus.tolist() == [1_000_000] * 10

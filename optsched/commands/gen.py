@@ -83,9 +83,12 @@ def parse_shares(flag: str, text: str | None, key=str) -> dict[Any, float] | Non
         try:
             if not name.strip():
                 raise ValueError
-            out[key(name.strip())] = float(share) if sep else 1.0
+            k, v = key(name.strip()), float(share) if sep else 1.0
         except ValueError:
             raise InputError(flag, item, "must be NAME:SHARE (or NAME=SHARE) pairs separated by commas") from None
+        if k in out:  # the later share silently replaced the earlier one
+            raise InputError(flag, text, f"gives {name.strip()} twice: name each once")
+        out[k] = v
     return out
 
 

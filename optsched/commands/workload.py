@@ -73,9 +73,12 @@ def _sizes(text: str) -> str | dict[int, float]:
     for part in text.split(","):
         g, _, w = part.partition(":")
         try:
-            out[int(g)] = float(w)
+            k, v = int(g), float(w)
         except ValueError:
             raise InputError("--sizes", text, "must be a name or GPUS:SHARE pairs separated by commas") from None
+        if k in out:  # the later share silently replaced the earlier one
+            raise InputError("--sizes", text, f"gives {g.strip()} twice: name each once")
+        out[k] = v
     return out
 
 

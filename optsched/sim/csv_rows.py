@@ -20,8 +20,9 @@ __all__ = ["DELIMITERS", "FLAGS", "MAX_DURATION_S", "Rows", "cell", "csv_error",
            "gpu_count", "header_names", "job_id", "model_name", "number", "numbered", "read_rows", "short_list", "text_of", "time_value", "uncommented"]
 
 
-#: the longest run time a trace job may have, in seconds (a job's work, its run time times a throughput of
-#: up to 1e12 samples/s, stays far inside a double); a trace in microseconds read as seconds stays below it
+#: the longest run time a trace job may have, and the latest arrival after the first, in seconds (a job's work, its
+#: run time times a throughput of up to 1e12 samples/s, stays far inside a double, and a time below 2e15 s is exact
+#: to a quarter second); a trace in microseconds read as seconds stays below it
 MAX_DURATION_S = 1e15
 
 
@@ -246,7 +247,7 @@ def drop_and_rebase(path: Path, cols: dict[str, list[Any]], notes: dict[str, int
     that end before they start (a clock error in the trace), counted apart -- then rebase submit
     times so that the first job *kept* arrives at 0 (a dropped job sets no origin). ``cols["line"]``
     holds each row's file line: a run time or an arrival that overflows once subtracted (times
-    near 1e308), or a run time above :data:`MAX_DURATION_S`, is refused naming it."""
+    near 1e308), or a run time or a rebased arrival above :data:`MAX_DURATION_S`, is refused naming it."""
     for d, line in zip(cols["duration_s"], cols["line"], strict=True):
         if not math.isfinite(d):
             raise InputError(f"{path.name}[line {line}]", d, "the job's end minus its start overflows: are its times in range?")
@@ -269,3 +270,6 @@ def drop_and_rebase(path: Path, cols: dict[str, list[Any]], notes: dict[str, int
             if not math.isfinite(t):
                 raise InputError(f"{path.name}[line {line}]", t, "the job arrives too long after the first (the difference overflows): "
                                  "are its times in range?")
+            if t > MAX_DURATION_S:  # a double's steps there outgrow a round: its run time and JCT would be rounded away
+                raise InputError(f"{path.name}[line {line}]", t, f"the job arrives more than {MAX_DURATION_S:.0e} seconds (31.7 million "
+                                 "years) after the first, beyond what the simulator computes with: are its times in range, and in the unit read?")

@@ -222,7 +222,12 @@ def prepare(
             raise InputError("target_load", target_load, "needs a window with at least two jobs at different times")
         load = target_load / offered
     if load != 1.0:
-        trace = wl.scale_load(trace, load)
+        try:
+            trace = wl.scale_load(trace, load)
+        except InputError as e:
+            if target_load is None:
+                raise
+            raise InputError("target_load", target_load, f"needs an arrival-rate multiplier of {load:.3g}, which {e.problem}") from None
     work = wl.build_workload(trace, nodes, seed=seed, catalogue=catalogue, mix=mix, restart_s=restart_s, spread_factor=spread_factor)
     settings = {
         "trace": str(trace_path), "format": fmt, "cluster": cluster if isinstance(cluster, str) else "custom",

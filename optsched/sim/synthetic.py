@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.limits import MAX_TRACE_JOBS, check_at_most, whole_number
+from optsched.limits import MAX_TRACE_JOBS, check_at_most, check_count, whole_number
+from optsched.sim.csv_rows import MAX_DURATION_S
 from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
 
@@ -195,10 +196,13 @@ def _check_sizes(sizes: Any) -> dict[int, float]:
             raise InputError("sizes", g, "GPU counts must be whole numbers >= 1") from None
         if gi < 1 or gi != float(g):
             raise InputError("sizes", g, "GPU counts must be whole numbers >= 1")
+        check_count(f"sizes.{gi}", gi)  # a trace reader refuses more (csv_rows.gpu_count): the written trace would not load
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise InputError(f"sizes.{gi}", w, "must be a finite share >= 0")
         out[gi] = out.get(gi, 0.0) + float(w)
     total = sum(out.values())
+    if not math.isfinite(total):  # each share finite, their sum not: every share would read 0
+        raise InputError("sizes", dict(sizes), "the shares add up to more than the largest float: give them on a smaller scale")
     if total <= 0:
         raise InputError("sizes", dict(sizes), "must give some GPU count a positive share")
     return {g: w / total for g, w in sorted(out.items())}
@@ -373,6 +377,10 @@ def synthetic_trace(preset: str | SyntheticSpec = "parametric", *, catalogue: Ca
                 t = (t - t[0]) * (spec.span_s / (t[-1] - t[0]))
         if len(t):
             t = t - t[0]
+    if len(t) and not float(np.max(t)) <= MAX_DURATION_S:  # as a trace file's arrivals (csv_rows.drop_and_rebase); NaN too
+        field, value = ("load", spec.load) if spec.load is not None else ("rate_per_h", spec.rate_per_h)
+        raise InputError(field, value, f"spreads the arrivals of {len(t):,} jobs over more than {MAX_DURATION_S:.0e} seconds (31.7 "
+                                       "million years), beyond what the simulator computes with")
     n = len(t)
     models = list(cat.sample_models(rng, n, spec.mix)) if n else []
     tenants = [f"t{i}" for i in rng.integers(0, spec.tenants, n)] if spec.tenants else [""] * n
@@ -439,6 +447,8 @@ def parse_spec(text: str, *, seed: int | None = None, gpus: int | None = None) -
         key, val = key.strip(), val.strip()
         if not eq or not key:
             raise InputError("synthetic", part, "settings must be KEY=VALUE pairs separated by commas")
+        if key in over:  # the later value silently replaced the earlier one
+            raise InputError("synthetic", text, f"sets {key} twice: give each setting once")
         try:
             if key in _INTS:
                 over[key] = whole_number(val)
@@ -456,6 +466,8 @@ def parse_spec(text: str, *, seed: int | None = None, gpus: int | None = None) -
                 over[key] = val
         except ValueError:
             raise InputError(key, val, "is not a valid value for this setting") from None
+        if key in ("sizes", "mix") and ":" in val and len(over[key]) <= val.count("/"):  # a later share replaced an earlier one
+            raise InputError(key, val, "gives a name twice: name each once")
     if seed is not None and "seed" not in over:
         over["seed"] = seed
     if gpus is not None and "gpus" not in over:

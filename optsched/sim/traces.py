@@ -338,7 +338,7 @@ def load_alibaba_pods(path: str | Path) -> Trace:
         if not text_of(r, "scheduled_time"):
             notes["dropped_never_scheduled"] = notes.get("dropped_never_scheduled", 0) + 1
             continue
-        milli = number(p, ln, "gpu_milli", r.get("gpu_milli"), required=False)
+        milli = number(p, ln, "gpu_milli", r.get("gpu_milli"), required=False, at_least=0)
         g = gpu_count(p, ln, "num_gpu", number(p, ln, "num_gpu", r.get("num_gpu")), notes, 1.0 if math.isnan(milli) else milli / 1000)
         if g is None:
             continue

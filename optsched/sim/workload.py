@@ -20,6 +20,7 @@ import numpy as np
 from optsched.errors import InputError
 from optsched.model import Elastic, Node, Profile
 from optsched.sim.catalogues import Catalogue, ModelNames, default_catalogue
+from optsched.sim.csv_rows import MAX_DURATION_S
 from optsched.sim.traces import TIME_UNITS, Trace
 
 __all__ = [
@@ -82,7 +83,11 @@ def scale_load(trace: Trace, factor: float) -> Trace:
     if len(trace) == 0:
         return trace
     t0 = float(trace.submit_s[0])
-    return trace.with_columns(submit_s=t0 + (trace.submit_s - t0) / factor)
+    submit = t0 + (trace.submit_s - t0) / factor
+    if not float(np.max(submit)) <= MAX_DURATION_S:  # as a trace's own arrivals (csv_rows.drop_and_rebase); NaN/inf too
+        raise InputError("load", factor, f"spreads the arrivals over more than {MAX_DURATION_S:.0e} seconds (31.7 million years), beyond "
+                         "what the simulator computes with")
+    return trace.with_columns(submit_s=submit)
 
 
 def filter_durations(trace: Trace, min_s: float | None = None, max_s: float | None = None) -> Trace:
