@@ -107,6 +107,10 @@ CASES = [
     ("workload parametric --span 100000d --rate 1e9", ["span_s", "10,000,000"]),
     ("workload gang-heavy --span 100000d --load 1e6 --gpus 1000000", ["span_s", "10,000,000"]),
     ("simulate synthetic:parametric:jobs=1e11 --no-progress", ["jobs", "10,000,000"]),
+    ("workload parametric --span 1d --rate 1e300", ["span_s", "about 2.4e+301 jobs"]),
+    # the options themselves, before the trace is read (once named slo_seed, after the cluster line)
+    ("simulate sample --seed -1 --no-progress", ["--seed", "-1", "must be >= 0"]),
+    ("simulate sample --time-limit nan --no-progress", ["--time-limit", "nan", "positive number of seconds"]),
 ]
 
 

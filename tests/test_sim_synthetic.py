@@ -14,6 +14,7 @@ from optsched.sim import cluster
 from optsched.sim.synthetic import (
     PRESETS,
     SYNERGY_MIX,
+    describe,
     parse_spec,
     size_shares,
     spliced_lognormal_quantile,
@@ -250,3 +251,10 @@ def test_a_gpu_count_no_trace_reader_takes_is_refused_before_writing(tmp_path, c
     tr = synthetic_trace("parametric", jobs=10, sizes={1_000_000: 1.0})  # the largest count: written and read back
     assert main(["workload", "parametric", "--jobs", "10", "--sizes", "1000000:1", "-o", str(out)]) == 0
     assert load_trace(out).gpus.tolist() == tr.gpus.tolist() == [1_000_000] * 10
+
+
+def test_describe_a_trace_whose_jobs_all_arrive_at_once():
+    tr = synthetic_trace("parametric", jobs=10, rate_per_h=1e300, seed=0)
+    assert float(tr.submit_s.max()) == 0.0
+    line = describe(tr, gpus=8)
+    assert "all arriving at once" in line and "inf" not in line

@@ -9,6 +9,7 @@ lists them), so runs that differ never overwrite each other; prints a summary ta
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -199,8 +200,10 @@ def run(args: argparse.Namespace) -> int:
         args.shadow = solver
     if not policies or not allocators:
         raise InputError("--policy/--allocator", f"{args.policy}/{args.allocator}", "name at least one of each")
-    if args.time_limit <= 0:
-        raise InputError("--time-limit", args.time_limit, "must be positive")
+    if not args.time_limit > 0 or not math.isfinite(args.time_limit):
+        raise InputError("--time-limit", args.time_limit, "must be a positive number of seconds")
+    if args.seed < 0:
+        raise InputError("--seed", args.seed, "must be >= 0")
     if args.workers < 1:
         raise InputError("--workers", args.workers, "must be >= 1")
     if args.address and args.backend != "ray":

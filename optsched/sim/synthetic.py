@@ -161,7 +161,7 @@ class SyntheticSpec:
             check_at_most("jobs", self.jobs, MAX_TRACE_JOBS, "jobs per trace")
         if self.span_s is not None and self.rate_per_h is not None and self.span_s * self.rate_per_h / 3600.0 > MAX_TRACE_JOBS:
             raise InputError("span_s", self.span_s, f"at {self.rate_per_h:g} arrivals per hour asks for about "
-                                                    f"{self.span_s * self.rate_per_h / 3600.0:,.0f} jobs; a trace has at most {MAX_TRACE_JOBS:,}")
+                                                    f"{self.span_s * self.rate_per_h / 3600.0:.3g} jobs; a trace has at most {MAX_TRACE_JOBS:,}")
         if self.load is not None and self.gpus is None:
             raise InputError("gpus", None, "an offered load needs the cluster's GPU count")
         if self.duration not in DURATIONS:
@@ -489,8 +489,11 @@ def describe(trace: Trace, gpus: int | None = None, node_gpus: int = 8) -> str:
     if n == 0:
         return f"{trace.name}: 0 jobs"
     span = float(trace.submit_s[-1] - trace.submit_s[0])
-    busy = float(np.sum(trace.gpus * trace.duration_s)) / span if span > 0 else math.inf
-    load = f"offered load {offered_load(trace, gpus):.3g} on {gpus} GPUs" if gpus and span > 0 else f"{busy:.4g} GPUs asked for on average"
+    if span > 0:
+        busy = float(np.sum(trace.gpus * trace.duration_s)) / span
+        load = f"offered load {offered_load(trace, gpus):.3g} on {gpus} GPUs" if gpus else f"{busy:.4g} GPUs asked for on average"
+    else:
+        load = "all arriving at once" if n > 1 else "one arrival"
     sizes = np.unique(trace.gpus)
     if len(sizes) <= 6:
         buckets = [(int(g), int(g)) for g in sizes]
