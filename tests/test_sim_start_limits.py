@@ -45,17 +45,30 @@ def test_a_gang_that_can_spread_to_be_fed_keeps_the_type_but_not_the_starved_poi
     assert grid == Profile((2, 4), (32, 64), ((0.8, 0.85), (1.0, 1.05)))
 
 
-def test_fed_is_measured_from_the_demand_and_nodes_that_feed_every_placement_change_nothing():
+FED = Profile((2, 4), (32, 64), ((0.8, 0.85), (1.0, 1.05)))  # CACHE without its starved 16 GB level
+
+
+def test_fed_is_measured_from_the_demand():
     lean_demand = Job("d", 16, CACHE, (2, 16))  # asks for the cache-less point itself: that feeds it
     assert start_limits(lean_demand, ["A", "B"], _shapes(2, 2), 0.5) == (None, None)
-    fed = Job("f", 16, CACHE, (4, 32))
-    assert start_limits(fed, ["A"], _shapes(4, 0), 0.5) == (None, None)  # big nodes only: a lean start is not for good
 
 
-def test_a_type_too_small_to_hold_the_gang_does_not_cut_its_profile():
+def test_where_every_node_feeds_it_a_job_of_one_node_keeps_its_lean_starts():
+    """Big nodes only: a lean start of a job that fits one node grows there as its neighbours end."""
+    assert start_limits(Job("f", 8, CACHE, (4, 32)), ["A"], _shapes(4, 0), 0.5) == (None, None)
+    assert start_limits(Job("f", 4, CACHE, (4, 32)), ["A"], _shapes(4, 0), 0.5) == (None, None)
+
+
+def test_a_gang_larger_than_any_node_starts_only_at_fed_levels_even_where_every_node_feeds_it():
+    """16 GPUs over two big nodes run at one grid point, set by the more crowded node: a lean start
+    beside older jobs would not grow, so it waits for room that feeds it."""
+    assert start_limits(Job("f", 16, CACHE, (4, 32)), ["A"], _shapes(4, 0), 0.5) == (None, FED)
+
+
+def test_a_type_too_small_to_hold_the_gang_is_refused():
     """16 GPUs do not fit on one lean node: only the big nodes can hold it, and they feed it."""
     job = Job("g", 16, CACHE, (4, 32))
-    assert start_limits(job, ["A", "B"], _shapes(2, 1), 0.5) == (frozenset({"A"}), None)
+    assert start_limits(job, ["A", "B"], _shapes(2, 1), 0.5) == (frozenset({"A"}), FED)
 
 
 def test_where_no_fewest_nodes_feed_it_the_profile_stays_whole():
@@ -75,7 +88,7 @@ def test_nothing_feeds_it_anywhere_then_its_best_counts():
 def test_models_without_a_data_cache_are_fed_on_gavels_k80_nodes(model):
     nodes = cluster.mix("v100-p100-k80", 24)
     job = Job("j", 64, profile(model, 64), (3, 62))
-    assert start_limits(job, ["V100", "P100", "K80"], node_shapes(nodes), 0.5) == (None, None)
+    assert start_limits(job, ["V100", "P100", "K80"], node_shapes(nodes), 0.5)[0] is None
 
 
 def test_a_64_gpu_image_gang_is_not_started_on_k80_nodes_it_fills():

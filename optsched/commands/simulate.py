@@ -96,7 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-min-throughput", type=float, default=0.5,
                    help="non-preemptive rounds: a waiting job starts only on GPU types whose nodes can give it at least this "
                         "share of its demand's throughput from their cores and memory per GPU, and, where some node shape's "
-                        "fewest nodes would starve it while another's feed it, only at grid points that reach it "
+                        "fewest nodes feed it while another's would starve it, or it is a gang larger than any node, only at "
+                        "grid points that reach it "
                         "(default 0.5; 0: no limit)")
     p.add_argument("--shadow", default=None,
                    help="also solve every round with this solver on the same state, afresh (SOLVER or SOLVER@cold), and write "

@@ -82,8 +82,8 @@ class SimConfig:
     #: in rounds that pin the running jobs, where a waiting job may start: only on GPU types whose
     #: nodes can give it at least this share of its demand's throughput (or of the best the
     #: cluster can, if less) from their cores and memory per GPU, and, where the fewest nodes of
-    #: some node shape would starve it but those of another feed it, only at the cores and
-    #: memory levels that reach that share
+    #: some node shape feed it and either those of another would starve it or the job is a gang
+    #: larger than any node, only at the cores and memory levels that reach that share
     #: (optsched.sim.rounds.start_limits). A pinned start keeps its nodes, so a job started where
     #: they starve it (an image model on nodes with less memory per GPU than its data cache) runs
     #: slowly to its end. The GPU's own speed is not counted: slow GPUs are capacity. ``0``: no

@@ -126,17 +126,23 @@ def start_limits(job: Job | SimJob, allowed: Sequence[str], shapes: NodeShapes, 
     the job gets at most ``c / k`` of its ``c`` cores and ``m / k`` of its ``m`` GB per GPU.
     Returns the GPU types (of ``allowed``) on
     whose nodes some placement reaches a fed point (``None``: all of them) and, when the fewest
-    nodes of some node shape cannot feed it but those of another can, the job's profile cut to
-    the cores and memory levels that reach a fed point (``None``: the whole profile).
+    nodes of some node shape feed it and either those of another cannot or the job is a gang
+    larger than any node, the job's profile cut to the cores and memory levels that reach a fed
+    point (``None``: the whole profile).
 
     A start there keeps its nodes until the job ends, and nodes short of memory per GPU (48 GB
     where an image model caches 62) leave it at a tenth of its speed for good: better to spread it
-    over more nodes, or wait for nodes that can feed it. Where the fewest nodes feed it, a lean
-    start is not for good (its cores and memory grow on the same nodes later); where no node
-    shape's fewest nodes feed it, a starved start is all the cluster offers without spreading,
-    and waiting would not end (measured: on 22 nodes of 32 GB per GPU, cutting the profile
-    doubled the chain's mean JCT). In both cases its profile is kept whole. A slow GPU type is
-    not refused: it is capacity, and the round's worth counts its speed."""
+    over more nodes, or wait for nodes that can feed it. A gang larger than any node runs at one
+    grid point on all of its nodes, so the most crowded of them sets it, and where the jobs
+    sharing that node are older (the rounds' weights favour them) a lean start does not grow
+    later: on a gang-heavy stream under FIFO a 40-GPU image gang started at 21 GB a GPU beside an
+    older job holding its nodes' memory ran at a tenth of its speed for 51 hours. A job that
+    fits on one node is left its lean starts where the fewest nodes feed it (its cores and memory
+    grow on the same node as its neighbours end; cutting them too, and holding running jobs to
+    the fed levels, made a month of Philly, mostly one-GPU jobs, 5-8 % slower). Where no node shape's fewest nodes feed it, a starved start is
+    all the cluster offers without spreading, and waiting would not end (measured: on 22 nodes of
+    32 GB per GPU, cutting the profile doubled the chain's mean JCT): its profile is kept whole.
+    A slow GPU type is not refused: it is capacity, and the round's worth counts its speed."""
     pts = sorted(job.profile.points(), key=lambda p: -p[2])
     fits = {t: [_best_fit(pts, job.gpus, shape, count) for shape, count in shapes.get(t, {}).items()] for t in allowed}
     ref = max((top for tops in fits.values() for top, _ in tops), default=0.0)
@@ -145,8 +151,9 @@ def start_limits(job: Job | SimJob, allowed: Sequence[str], shapes: NodeShapes, 
     floor = share * min(ref, job.profile.at(*job.demand))
     types = frozenset(t for t, tops in fits.items() if any(top >= floor for top, _ in tops))
     compact = [c for tops in fits.values() for _, c in tops if c is not None]
-    starved = any(c < floor for c in compact) and any(c >= floor for c in compact)
-    return (None if len(types) == len(fits) else types), (_fed_profile(job, floor) if starved else None)
+    spans = all(job.gpus > shape[0] for t in allowed for shape in shapes.get(t, {}))  # larger than any node
+    cut = any(c >= floor for c in compact) and (spans or any(c < floor for c in compact))
+    return (None if len(types) == len(fits) else types), (_fed_profile(job, floor) if cut else None)
 
 
 def _best_fit(pts: list[tuple[int, int, float]], gpus: int, shape: tuple[int, int, int], count: int) -> tuple[float, float | None]:
