@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
+from optsched.limits import share_total
 from optsched.model import Profile
 
 __all__ = [
@@ -317,8 +318,7 @@ def _mix_weights(mix: Mapping[str, float] | None) -> tuple[list[str], np.ndarray
     names = [s.name for s in _SPECS if weights.get(s.name, 0.0) > 0]
     if not names:
         raise InputError("mix", dict(mix), "must give some model a positive weight")
-    if not math.isfinite(sum(weights[n] for n in names)):  # each weight finite, their sum not: the probabilities would be NaN
-        raise InputError("mix", dict(mix), "the weights add up to more than the largest float: give them on a smaller scale")
+    share_total("mix", dict(mix), (weights[n] for n in names), "weights")
     p = np.array([weights[n] for n in names])
     return names, p / p.sum()
 

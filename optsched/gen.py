@@ -33,6 +33,7 @@ from optsched.limits import (
     MAX_SECONDS,
     check_at_most,
     check_count,
+    share_total,
 )
 from optsched.model import Instance, Job, Node, Round
 
@@ -88,11 +89,9 @@ def _type_counts(nodes: int, gpu_types: Sequence[str] | Mapping[str, float]) -> 
             raise InputError("gpu_types", t, f"unknown GPU type; known: {sorted(known)}")
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise InputError(f"gpu_types.{t}", w, "must be a finite share >= 0")
-    total = sum(w for _, w in items)
+    total = share_total("gpu_types", dict(items), (w for _, w in items))
     if total <= 0:
         raise InputError("gpu_types", gpu_types, "must give some type a positive share")
-    if not math.isfinite(total):  # each share finite, their sum not: every count would be NaN
-        raise InputError("gpu_types", dict(items), "the shares add up to more than the largest float: give them on a smaller scale")
     exact = [nodes * w / total for _, w in items]
     counts = [math.floor(x) for x in exact]
     order = sorted(range(len(items)), key=lambda i: (-(exact[i] - counts[i]), i))
@@ -116,8 +115,7 @@ def _size_mix(job_sizes: Mapping[int, float], max_gpus: int) -> tuple[np.ndarray
             shares.append(float(w))
     if not sizes:
         raise InputError("job_sizes", dict(job_sizes), f"no gang size with a positive share fits the cluster's {max_gpus} GPUs of one type")
-    if not math.isfinite(sum(shares)):  # each share finite, their sum not: the probabilities would be NaN
-        raise InputError("job_sizes", dict(job_sizes), "the shares add up to more than the largest float: give them on a smaller scale")
+    share_total("job_sizes", dict(job_sizes), shares)
     p = np.array(shares)
     return np.array(sizes), p / p.sum()
 

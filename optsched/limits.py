@@ -23,8 +23,8 @@ The same figures are stated in ``docs/contract.md`` ("Numeric range") and ``docs
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
 
 from optsched.errors import InputError
 from optsched.job import fair_floor
@@ -56,6 +56,7 @@ __all__ = [
     "check_value_span",
     "job_value_range",
     "present_types",
+    "share_total",
     "whole_number",
 ]
 
@@ -102,6 +103,15 @@ def check_count(field: str, v: int) -> None:
     """Refuse an integer field above :data:`MAX_COUNT` (GPUs, cores, GB, ... of one node or job)."""
     if v > MAX_COUNT:
         raise InputError(field, v, f"must be <= {MAX_COUNT:,} (the largest count optsched computes with)")
+
+
+def share_total(field: str, value: Any, shares: Iterable[float], what: str = "shares") -> float:
+    """The sum of ``shares`` (each finite already); refuses, naming ``field`` and ``value``, a sum
+    that overflows to infinity (every normalised share would read 0 or NaN)."""
+    total = sum(shares)
+    if not math.isfinite(total):
+        raise InputError(field, value, f"the {what} add up to more than the largest float: give them on a smaller scale")
+    return total
 
 
 def check_at_most(field: str, value: float, limit: int, what: str) -> None:

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.limits import MAX_TRACE_JOBS, check_at_most, check_count, whole_number
+from optsched.limits import MAX_TRACE_JOBS, check_at_most, check_count, share_total, whole_number
 from optsched.sim.csv_rows import MAX_DURATION_S
 from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
@@ -200,9 +200,7 @@ def _check_sizes(sizes: Any) -> dict[int, float]:
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise InputError(f"sizes.{gi}", w, "must be a finite share >= 0")
         out[gi] = out.get(gi, 0.0) + float(w)
-    total = sum(out.values())
-    if not math.isfinite(total):  # each share finite, their sum not: every share would read 0
-        raise InputError("sizes", dict(sizes), "the shares add up to more than the largest float: give them on a smaller scale")
+    total = share_total("sizes", dict(sizes), out.values())
     if total <= 0:
         raise InputError("sizes", dict(sizes), "must give some GPU count a positive share")
     return {g: w / total for g, w in sorted(out.items())}
