@@ -3,6 +3,10 @@
 ``library(name)`` loads ``instances/<class>/<name>.json[.gz]`` by name; ``base_round()`` is a
 small valid round dict that uses every optional field of the contract, so that a test can break
 exactly one thing in a fresh copy of it.
+
+Property tests draw the same examples on every run (the ``repeatable`` hypothesis profile), so
+that a run here and a run on a fresh clone agree. ``pytest --hypothesis-profile fuzz`` draws new
+ones each run and keeps the failures it finds in ``.hypothesis/`` to replay them.
 """
 
 from __future__ import annotations
@@ -13,9 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from optsched.io import load_instance
 from optsched.model import Instance
+
+settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
+settings.register_profile("fuzz", derandomize=False, print_blob=True)
+settings.load_profile("repeatable")
 
 REPO = Path(__file__).parents[1]
 INSTANCES = REPO / "instances"

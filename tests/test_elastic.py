@@ -181,6 +181,27 @@ def test_with_quotas_and_move_budgets_cpsat_matches_brute_force_and_every_method
     assert cp.objective == pytest.approx(best_with_rules(inst), rel=1e-5, abs=1e-6)
 
 
+def test_a_hint_worth_more_only_by_the_scaling_rounding_keeps_the_proof():
+    # the scaled objective cannot tell j1 on one node (3.6) from j1 spread over both (3.6 x 0.99999):
+    # CP-SAT proves the spread one optimal, the hint is kept, and the proof stands (found by CI)
+    inst = Instance.from_dict({
+        "version": 2, "name": "tie", "round": {"duration_s": 300.0, "fair": True, "max_moves": 0},
+        "nodes": [{"id": "n0", "gpu_type": "A", "gpus": 2, "cpus": 4, "mem_gb": 8},
+                  {"id": "n1", "gpu_type": "A", "gpus": 1, "cpus": 2, "mem_gb": 4}],
+        "jobs": [{"id": "j0", "gpus": 4, "weight": 3.0, "gpu_speed": {"A": 1.5}, "elastic": {"gpus": [4], "scaling": [1.0]},
+                  "profile": {"cpus_per_gpu": [1], "mem_per_gpu_gb": [4], "throughput": [[1.0]]},
+                  "demand": {"cpus_per_gpu": 1, "mem_per_gpu_gb": 4}},
+                 {"id": "j1", "gpus": 2, "weight": 3.0, "spread_factor": 0.99999,
+                  "profile": {"cpus_per_gpu": [1, 2, 3], "mem_per_gpu_gb": [4, 5, 6],
+                              "throughput": [[1.0, 1.0, 1.0], [6.0, 1.0, 1.0], [5.0, 1.0, 1.0]]},
+                  "demand": {"cpus_per_gpu": 3, "mem_per_gpu_gb": 4}}]})
+    res = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1)
+    assert res.status.value == "optimal"
+    assert res.objective == pytest.approx(best_with_rules(inst), rel=1e-9)
+    assert res.bound >= res.objective
+    assert res.schedule.jobs["j1"].nodes == {"n0": 2}
+
+
 def test_identical_elastic_jobs_keep_the_optimum_under_symmetry_breaking():
     # three identical elastic jobs on 6 GPUs: the best split is 4 + 1 + 1 (concave curve, weights equal)
     el = {"gpus": [1, 2, 4], "scaling": [1.0, 1.9, 3.6]}

@@ -373,9 +373,12 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
         if packing:  # the packing stage's references: the worth stage's worth and GPUs in use
             worth_ref[0] = max(worth_ref[0], stats.get("packing_worth_level", 0) / scale.scale, found_value)
             gpus_ref[0] = stats.get("packing_gpus_level", 0)
-        if _not_worse(key(found, found_value), key(incumbent, incumbent_value)) or (code == cp_model.OPTIMAL and not policies):
+        found_key, incumbent_key = key(found, found_value), key(incumbent, incumbent_value)
+        if _not_worse(found_key, incumbent_key):
             schedule, objective = found, found_value
-        elif status is Status.OPTIMAL:  # a hint with fewer deadline misses beat the relaxed optimum
+        elif status is Status.OPTIMAL and found_key[:-1] != incumbent_key[:-1]:
+            # a hint with fewer deadline misses (or a higher fair level) beat the relaxed optimum;
+            # a hint worth more only by the scaling's rounding stays proven: the bound covers it
             status = Status.FEASIBLE
     if worker is not None:
         # with a deterministic budget the wall-clock limit is only a safety: no waiting for it
