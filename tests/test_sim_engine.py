@@ -185,6 +185,20 @@ def test_horizon_reports_unfinished_jobs():
     assert res.summary()["unfinished"] == 1 and math.isnan(res.jobs["finish_s"][0])
 
 
+def test_horizon_utilisation_covers_the_whole_replay():
+    """Cut by the horizon, utilisation averages up to where the replay stopped, not up to the last
+    completion: a 100 s job and a 10,000 s one on 2 GPUs, horizon 1,000 s. The long one holds a
+    GPU all along, the short one its GPU for the first round: (2 x 100 + 1 x 900) / (2 x 1000).
+    With no job finished it is still defined."""
+    nodes = cluster.homogeneous(1, gpus=2, cpus=8, mem_gb=64)
+    wl = _workload([("a", 0, 100, 1, "flat"), ("b", 0, 10_000, 1, "flat")], nodes)
+    s = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg(horizon_s=1000)).summary()
+    assert s["unfinished"] == 1 and s["gpu_util"] == pytest.approx(1100 / 2000)
+    wl = _workload([("b", 0, 10_000, 1, "flat")], nodes)
+    s = simulate(wl, nodes, policies.FIFO(), first_fit, _cfg(horizon_s=1000)).summary()
+    assert s["finished"] == 0 and s["gpu_util"] == pytest.approx(0.5)
+
+
 def test_bad_config_and_weights_are_refused():
     with pytest.raises(InputError, match="round_s"):
         SimConfig(round_s=0)

@@ -60,6 +60,11 @@ def summarise(result: SimResult) -> dict[str, Any]:
     delay = (jobs["start_s"] - jobs["submit_s"])[started]
     first = float(jobs["submit_s"].min()) if jobs["submit_s"].size else 0.0
     end = float(jobs["finish_s"][fin].max()) if fin.any() else first
+    # utilisation averages over the replay: to the last completion, or, where the horizon cut it
+    # with jobs left (not a stall: nothing ran then), to where it stopped
+    util_end = end
+    if not fin.all() and not result.info.get("stalled"):
+        util_end = max(end, float(result.info.get("end_s", end)))
     round_s = float(result.info.get("config", {}).get("round_s", 300.0))
     spans = rounds["span_s"]
     solved = rounds["solved"] > 0 if rounds["solved"].size else np.zeros(0, dtype=bool)
@@ -77,9 +82,9 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "makespan_s": finite_or_none(end - first) if fin.any() else None,
         "avg_queueing_delay_s": finite_or_none(delay.mean()) if delay.size else None,
         "avg_slowdown": finite_or_none(np.mean(jct / jobs["duration_s"][fin])) if jct.size else None,
-        "gpu_util": _time_avg(rounds, "gpu_util", end),
-        "cpu_util": _time_avg(rounds, "cpu_util", end),
-        "mem_util": _time_avg(rounds, "mem_util", end),
+        "gpu_util": _time_avg(rounds, "gpu_util", util_end),
+        "cpu_util": _time_avg(rounds, "cpu_util", util_end),
+        "mem_util": _time_avg(rounds, "mem_util", util_end),
         "preemptions": int(jobs["preemptions"].sum()),
         "moves": int(jobs["moves"].sum()),
         "rounds": int(round(float(spans.sum()) / round_s)),  #: rounds simulated
