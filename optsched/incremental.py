@@ -57,7 +57,8 @@ from optsched.round_policies import policy_families
 from optsched.schedule import Schedule
 from optsched.solve import solve_round
 
-__all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "GAP_TARGET", "RoundSolver", "RoundState", "carry_over", "gpu_knapsack_bound", "round_key"]
+__all__ = ["BACKOFF_WIDER", "BOUND_FAMILIES", "GAP_TARGET", "RoundSolver", "RoundState", "carry_over", "check_chain_solver", "gpu_knapsack_bound",
+           "round_key"]
 
 #: a round the search backoff would skip searches anyway when its gap is more than this many times
 #: the gap the last fruitless search left (a round that changed that much is not the same problem)
@@ -215,6 +216,13 @@ class _Backoff:
             self.gap = gap
 
 
+def check_chain_solver(solver: str) -> None:
+    """Refuse a solver that cannot solve rounds as a chain (an unknown one, or one that takes no
+    hint: a round chain starts each round from the last one's schedule)."""
+    if not get_method(solver).takes_hint:
+        raise InputError("solver", solver, "must take a hint (a round chain starts each round from the last one's schedule)")
+
+
 class RoundSolver:
     """Solves a chain of rounds, each from the previous one's answer.
 
@@ -268,9 +276,7 @@ class RoundSolver:
     def __init__(self, solver: str = "cpsat", *, time_limit: float = 1.0, seed: int = 0, gap_target: float = GAP_TARGET,
                  reuse: bool = True, options: Mapping[str, Any] | None = None, state: RoundState | None = None,
                  search_backoff: int = 8) -> None:
-        info = get_method(solver)
-        if not info.takes_hint:
-            raise InputError("solver", solver, "must take a hint (a round chain starts each round from the last one's schedule)")
+        check_chain_solver(solver)
         if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or time_limit <= 0:
             raise InputError("time_limit", time_limit, "must be a positive number of seconds")
         if isinstance(gap_target, bool) or not isinstance(gap_target, (int, float)) or not 0 <= gap_target < 1:

@@ -131,6 +131,21 @@ def test_simulate_verb_refuses_bad_input(tmp_path):
         run(parser.parse_args([str(trace), "--allocator", "magic", "--no-progress"]))
 
 
+def test_simulate_verb_refuses_a_chain_of_a_solver_without_hints_before_any_run(tmp_path, monkeypatch):
+    """``fungible-greedy@warm`` cannot run as a round chain: refused naming --allocator before the
+    replays start, not after the other allocators' replays ran (and were lost with the error)."""
+    from optsched.commands import simulate as cmd
+
+    parser, run = _simulate_parser()
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    monkeypatch.setattr(cmd, "run_grid", lambda *a, **k: pytest.fail("a replay ran"))
+    for bad in ("fungible-greedy@warm", "fixed-demand@warm"):
+        with pytest.raises(InputError, match="must take a hint") as e:
+            run(parser.parse_args([str(trace), "--allocator", f"fixed-demand,{bad}", "-o", str(tmp_path / "o"), "--no-progress"]))
+        assert e.value.field == "--allocator" and e.value.value == bad
+
+
 def test_simulate_verb_with_the_exact_allocator(tmp_path, capsys):
     from optsched.cli import main
 

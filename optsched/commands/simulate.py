@@ -21,7 +21,7 @@ from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
 from optsched.registry import get_method, methods
 from optsched.sim.config import BACKFILL, PREEMPTION, SimConfig, parse_start_spread_horizon, pins_running_jobs
-from optsched.sim.experiment import check_deterministic_time, parse_allocator, prepare, run_grid
+from optsched.sim.experiment import check_allocator, check_deterministic_time, parse_allocator, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
 from optsched.sim.policies import POLICIES, get_policy
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--policy", pol, f"unknown queue policy; known: {sorted(POLICIES)}")
     for a in allocators:
         try:
-            get_method(parse_allocator(a)[0])
+            check_allocator(a)
         except InputError as e:
             raise InputError("--allocator", e.value, e.problem) from None
     if args.shadow is not None:

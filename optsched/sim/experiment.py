@@ -17,9 +17,11 @@ from typing import Any
 from tqdm import tqdm
 
 from optsched.errors import InputError
+from optsched.incremental import check_chain_solver
 from optsched.limits import check_seed
 from optsched.model import Node
 from optsched.parallel import get_backend
+from optsched.registry import get_method
 from optsched.sim import cluster as clusters
 from optsched.sim import workload as wl
 from optsched.sim.allocators import AtDemand
@@ -42,6 +44,7 @@ __all__ = [
     "TIME_FREE_SOLVERS",
     "Setup",
     "canonical_allocator",
+    "check_allocator",
     "check_deterministic_time",
     "make_allocator",
     "open_trace",
@@ -79,6 +82,19 @@ def parse_allocator(allocator: str) -> tuple[str, str]:
         raise InputError("allocator", allocator, "the variants are SOLVER@warm (each round from the last: optsched.incremental), "
                          "SOLVER@cold (every round afresh) and SOLVER@demand (every job held at its fixed demand)")
     return solver, variant or ("warm" if solver in CHAINED_SOLVERS else "cold")
+
+
+def check_allocator(allocator: str) -> None:
+    """Refuse, before any replay, an allocator name that :func:`make_allocator` would refuse: an
+    unknown variant or solver, or ``SOLVER@warm`` for a solver that cannot run as a round chain
+    (:func:`optsched.incremental.check_chain_solver`). Errors name the field ``allocator``."""
+    solver, variant = parse_allocator(allocator)
+    try:
+        get_method(solver)
+        if variant == "warm":
+            check_chain_solver(solver)
+    except InputError as e:
+        raise InputError("allocator", allocator, e.problem) from None
 
 
 def canonical_allocator(allocator: str) -> str:
