@@ -146,6 +146,28 @@ def test_simulate_verb_refuses_a_chain_of_a_solver_without_hints_before_any_run(
         assert e.value.field == "--allocator" and e.value.value == bad
 
 
+@pytest.mark.parametrize(("extra", "field", "message"), [
+    (["--allocator", "fixed-demand,partitioned", "--packing"], "--allocator", "cannot honour --packing"),
+    (["--allocator", "fungible-greedy,scip", "--slo-share", "0.5"], "--allocator", "cannot honour --slo-share"),
+    (["--allocator", "maifs", "--elastic-share", "0.5", "--max-moves", "1"], "--allocator", "cannot honour --elastic-share, --max-moves"),
+    (["--allocator", "cpsat", "--policy", "las,fifo", "--shadow", "scip"], "--shadow", "running jobs pinned (--policy fifo"),
+    (["--shadow", "partitioned", "--fairness", "hug"], "--shadow", "cannot honour --fairness hug"),
+])
+def test_simulate_verb_refuses_an_allocator_without_the_round_policies_before_any_replay(tmp_path, monkeypatch, extra, field, message):
+    """An allocator (or shadow) that does not honour a round policy the options switch on is
+    refused up front, naming the option: solve_round refused it only at the first round that used
+    the policy (an SLO or elastic job's first round may come hours into a replay), as 'solver'."""
+    from optsched.commands import simulate as cmd
+
+    parser, run = _simulate_parser()
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    monkeypatch.setattr(cmd, "run_grid", lambda *a, **k: pytest.fail("a replay ran"))
+    with pytest.raises(InputError, match=r"allocators that can: .*cpsat, fixed-demand, fungible-greedy, lns") as e:
+        run(parser.parse_args([str(trace), *extra, "-o", str(tmp_path / "o"), "--no-progress"]))
+    assert e.value.field == field and message in e.value.problem
+
+
 def test_simulate_verb_with_the_exact_allocator(tmp_path, capsys):
     from optsched.cli import main
 

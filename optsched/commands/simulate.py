@@ -20,7 +20,14 @@ from optsched.extras import require_extra
 from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
 from optsched.registry import get_method, methods
-from optsched.sim.config import BACKFILL, PREEMPTION, SimConfig, parse_start_spread_horizon, pins_running_jobs
+from optsched.sim.config import (
+    BACKFILL,
+    PREEMPTION,
+    SimConfig,
+    parse_start_spread_horizon,
+    pins_running_jobs,
+    round_families,
+)
 from optsched.sim.experiment import check_allocator, check_deterministic_time, parse_allocator, prepare, run_grid
 from optsched.sim.metrics import run_stem, write_jobs_csv, write_metrics_json
 from optsched.sim.plots import plot_runs
@@ -176,6 +183,27 @@ def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str], b
                              f"or an allocator that can: {', '.join(able)}")
 
 
+#: round-policy families -> the options that switch them on (_check_round_policies)
+_FAMILY_OPTION = {"quotas": "tenant quotas", "max_moves": "--max-moves", "deadlines": "--slo-share", "drf": "--fairness drf",
+                  "hug": "--fairness hug", "elastic": "--elastic-share", "packing": "--packing"}
+
+
+def _check_round_policies(cfg: SimConfig, policies: list[str], allocators: list[str], shadow: str | None) -> None:
+    """Refuse, before any replay, an allocator or shadow that does not honour a round policy the
+    run's options switch on (:func:`~optsched.sim.config.round_families`): ``solve_round`` would
+    refuse it only at the first round that uses it, which for SLO or elastic jobs may be hours
+    into a replay, after the other runs of the grid."""
+    named = [("--allocator", a) for a in allocators] + ([("--shadow", shadow)] if shadow else [])
+    for pol in policies:
+        families = round_families(cfg, get_policy(pol))
+        for flag, a in named:
+            missing = sorted(families - set(get_method(parse_allocator(a)[0]).policies))
+            if missing:
+                able = sorted(m.name for m in methods() if set(missing) <= set(m.policies))
+                what = [_FAMILY_OPTION.get(f, f"running jobs pinned (--policy {pol} with --preemption {cfg.preemption})") for f in missing]
+                raise InputError(flag, a, f"cannot honour {', '.join(what)}; allocators that can: {', '.join(able)}")
+
+
 def run(args: argparse.Namespace) -> int:
     check_writable(args.out, directory=True)
     if args.plot:  # before the run, not after it
@@ -239,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
     except InputError as e:  # SimConfig's field names, as the options that set them
         raise _as_option(e, _CONFIG_OPTION) from None
     _check_pinning(cfg, policies, allocators, args.backfill is not None)
+    _check_round_policies(cfg, policies, allocators, args.shadow)
     try:
         setup = prepare(
             args.trace, fmt=args.format, cluster=args.cluster, cpus=args.cpus, mem_gb=args.mem_gb, start=args.start,

@@ -14,7 +14,7 @@ from optsched.sim.deadlines import mark_deadlines
 from optsched.sim.policy_base import QueuePolicy
 from optsched.sim.workload import parse_duration
 
-__all__ = ["BACKFILL", "PREEMPTION", "SimConfig", "parse_start_spread_horizon", "pins_running_jobs"]
+__all__ = ["BACKFILL", "PREEMPTION", "SimConfig", "parse_start_spread_horizon", "pins_running_jobs", "round_families"]
 
 #: the values of ``SimConfig.preemption``
 PREEMPTION = ("auto", "none", "allowed")
@@ -129,6 +129,22 @@ def pins_running_jobs(config: SimConfig, policy: QueuePolicy, deadlines: bool = 
         needs = config.tenant_quotas is not None or deadlines or config.slo_share > 0 or config.fairness is not None
         return not getattr(policy, "preemptive", True) and not needs
     return config.preemption == "none"
+
+
+def round_families(config: SimConfig, policy: QueuePolicy, deadlines: bool = False) -> frozenset[str]:
+    """The round-policy families (:func:`optsched.round_policies.policy_families`) that the rounds
+    of a run may use: those ``config`` switches on, ``"deadlines"`` with SLO jobs (or
+    ``deadlines``: the workload has deadline jobs) and ``"preemption"`` where rounds pin running
+    jobs. An allocator must honour all of them (``MethodInfo.policies``); ``solve_round`` refuses
+    one that does not at the first round that uses the family."""
+    out = {name for name, on in (("quotas", config.tenant_quotas is not None), ("max_moves", config.max_moves is not None),
+                                 ("deadlines", deadlines or config.slo_share > 0), ("elastic", config.elastic_share > 0),
+                                 ("packing", config.packing is not None)) if on}
+    if config.fairness is not None:
+        out.add(config.fairness)
+    if pins_running_jobs(config, policy, deadlines):
+        out.add("preemption")
+    return frozenset(out)
 
 
 def parse_start_spread_horizon(text: str, field_name: str = "--start-spread-horizon") -> float | None:
