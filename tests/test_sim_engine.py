@@ -178,6 +178,23 @@ def test_job_that_never_fits_stops_the_run_as_stalled():
     assert res.info["stalled"] and res.summary()["unfinished"] == 1
 
 
+def test_rounds_that_restart_every_job_before_it_does_work_stop_the_run():
+    # a rotation on one GPU whose restart (500 s) outlasts a round (100 s): after the two free
+    # first starts no job ever does work again, and the replay would never end
+    nodes = cluster.homogeneous(1, gpus=1, cpus=8, mem_gb=64)
+    wl = _workload([("a", 0, 1000, 1, "flat"), ("b", 0, 1000, 1, "flat")], nodes, restart_s=500.0)
+
+    def rotate(instance):
+        job = next(j for j in sorted(instance.jobs, key=lambda j: j.id) if j.placement is None)
+        return Schedule(instance.name, {job.id: Assignment({"n0": 1}, *job.demand)})
+
+    res = simulate(wl, nodes, policies.LAS(), rotate, _cfg(reuse_unchanged=False, horizon_s=1e5))  # asked every round; the horizon ends it without the check
+    assert res.info["stalled"] and res.info["stall"] == "no progress"
+    assert res.summary()["unfinished"] == 2 and res.info["end_s"] <= 2 * 500 + 10 * 100 + 4 * 100
+    steady = simulate(wl, nodes, policies.LAS(), first_fit, _cfg())  # no rotation: both finish
+    assert not steady.info["stalled"] and steady.info["stall"] is None and steady.summary()["unfinished"] == 0
+
+
 def test_horizon_reports_unfinished_jobs():
     nodes = cluster.homogeneous(1, gpus=1, cpus=8, mem_gb=64)
     wl = _workload([("a", 0, 1000, 1, "flat")], nodes)

@@ -301,9 +301,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{pol}/{a}: {out / stem}.metrics.json, .jobs.csv{', .rounds.csv' if shadow_rounds is not None else ''}", file=sys.stderr)
         if res.info.get("stalled"):
             left = summarise(res)["unfinished"]
-            print(f"warning: {pol}/{a} stopped with {left} jobs unfinished: the cluster was idle, every job had arrived, and "
-                  "two rounds in a row started none of the waiting ones (they fit at no point this allocator tries); "
-                  "their JCTs are missing from the averages", file=sys.stderr)
+            why = ("the cluster was idle, every job had arrived, and two rounds in a row started none of the waiting ones "
+                   "(they fit at no point this allocator tries)") if res.info.get("stall") == "idle" else \
+                  ("every job had arrived and none did any work for twice the longest restart plus ten rounds: the rounds "
+                   "preempted or moved each running job before its restart (--restart) was over; a shorter --restart, "
+                   "a longer --round or another --policy lets them run")
+            print(f"warning: {pol}/{a} stopped with {left} jobs unfinished: {why}; their JCTs are missing from the averages",
+                  file=sys.stderr)
         runs[f"{pol}/{a}"] = res
     print(_table(runs))
     if args.plot:

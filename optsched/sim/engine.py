@@ -43,14 +43,11 @@ Semantics worth knowing:
   the tenants the quotas name), and the allocator maximises the smallest dominant share first;
   ``"hug"`` likewise with the smallest HUG-style progress (cores and GB at the chosen points count).
 
-The bookkeeping is numpy arrays over all jobs; the only per-job Python work is building the
-round's instance and applying its schedule.
-
-The engine is this module's loop; a round's pieces live beside it: the settings
-(:mod:`optsched.sim.config`), the allocators (:mod:`optsched.sim.solving`), the queue window
-(:mod:`optsched.sim.queue`), deadline admission (:mod:`optsched.sim.deadlines`), building a
-round's instance and applying its schedule (:mod:`optsched.sim.rounds`), and the result
-(:mod:`optsched.sim.result`).
+The engine is this module's loop over numpy arrays of all jobs; a round's pieces live beside it:
+the settings (:mod:`optsched.sim.config`), the allocators (:mod:`optsched.sim.solving`), the
+queue window (:mod:`optsched.sim.queue`), deadline admission (:mod:`optsched.sim.deadlines`),
+a round's instance and its schedule applied (:mod:`optsched.sim.rounds`), the livelock check
+(:mod:`optsched.sim.progress`) and the result (:mod:`optsched.sim.result`).
 """
 
 from __future__ import annotations
@@ -73,6 +70,7 @@ from optsched.schedule import Assignment, Schedule
 from optsched.sim.config import SimConfig, pins_running_jobs
 from optsched.sim.deadlines import admission_step, due_weights, job_rates, mark_deadlines
 from optsched.sim.policy_base import QueuePolicy, QueueState
+from optsched.sim.progress import ProgressWatch
 from optsched.sim.queue import PolicyExtras, head_first, offer, policy_extras, reservation, widen_next
 from optsched.sim.result import SimResult
 from optsched.sim.rounds import apply_schedule, build_instance, node_shapes, start_limits, within_value_span
@@ -269,7 +267,8 @@ def simulate_steps(
     last_sig: tuple[bytes, bytes] | None = None
     schedule: Schedule | None = None
     solver_calls = checked = 0
-    stalled = widen = False
+    stall: str | None = None  # why a replay stopped with jobs left: 'idle' or 'no progress'
+    widen, watch = False, ProgressWatch(run.restart, R)
     widened = 0
     empty_sig: bytes | None = None
     t = 0.0 if n == 0 else math.floor(submit[0] / R) * R
@@ -317,12 +316,13 @@ def simulate_steps(
             if t_fin is not None:
                 _advance(run, t, span, run_idx, t_fin)
             elif arrived == n:
-                # nothing runs and nothing will arrive: if the allocator placed nothing in two rounds
-                # in a row offered the same jobs, it never will (it sees only the round's state)
+                # nothing runs or will arrive: an allocator that placed nothing twice on one offer never will
                 if sig[0] == empty_sig:
-                    stalled = True
+                    stall = "idle"
                     break
                 empty_sig = sig[0]
+            if arrived == n and t_fin is not None and watch.stuck(t, run.done, run.remaining):
+                break  # jobs run, but every one is restarted before it does work
             t += span
             if run_idx.size == 0 and arrived < n:
                 t = max(t, math.ceil((submit[arrived] - _EPS) / R) * R)
@@ -332,7 +332,7 @@ def simulate_steps(
     finally:
         if bar is not None:
             bar.close()
-    counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stalled": stalled, "widened": widened,
+    counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stall": stall or watch.stall, "widened": widened,
               "wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
     return _result(run, workload, allocator_name, counts)
 
@@ -409,9 +409,9 @@ def _offered(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarr
 
 def _reserved(run: _Run, active: np.ndarray, w: np.ndarray, running_now: np.ndarray, h: int, free: np.ndarray) -> np.ndarray:
     """Which active jobs (a mask over ``active``) a non-preemptive round may offer under EASY
-    backfilling (:func:`optsched.sim.queue.reservation`), the head ``h`` (a position in
-    ``active``) not fitting now: running jobs end after their pending restart and their work
-    left at their current rate, waiting ones run their work left at demand."""
+    backfilling (:func:`optsched.sim.queue.reservation`), the head ``h`` (a position in ``active``)
+    not fitting now: running jobs end after their pending restart and their work left at their
+    current rate, waiting ones run their work left at demand."""
     releases = []
     for j in active[running_now]:
         rate = run.rate[j]
@@ -553,7 +553,8 @@ def _result(run: _Run, workload: Workload | Sequence[SimJob], allocator_name: st
         "rounds": len(run.rec["t_s"]),
         "solver_calls": counts["solver_calls"],
         "checked_rounds": counts["checked_rounds"],
-        "stalled": counts["stalled"],
+        "stalled": counts["stall"] is not None,
+        "stall": counts["stall"],  #: "idle" (nothing fits) or "no progress" (optsched.sim.progress)
         "window_widened_rounds": counts["widened"],  #: rounds that offered every waiting job (queue.widen_next)
         "wall_s": counts["wall_s"],
         "cpu_s": counts["cpu_s"],  #: this process's CPU time (fairer than wall time on a shared machine)
