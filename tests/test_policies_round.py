@@ -136,6 +136,19 @@ def test_cpsat_forces_urgent_jobs_in_and_reports_the_ones_that_cannot_fit():
     assert res.stats["deadline_misses"] == ["j0"] and list(res.schedule.jobs) == ["j1"]
 
 
+
+def test_cpsat_keeps_ranking_by_misses_when_the_round_cannot_hold_its_urgent_jobs():
+    # one GPU, two urgent jobs and one past its deadline (not urgent), all worth 1: forcing both
+    # urgent jobs is infeasible, and the relaxed optimum may run the late job (two misses); the
+    # greedy start runs an urgent one (one miss) and must win (found by a random example)
+    late = _job(2, 8, deadline_s=0.0, remaining_s=900.0)
+    inst = _round([_job(0, 8, deadline_s=700.0, remaining_s=900.0), _job(1, 8, deadline_s=700.0, remaining_s=900.0), late])
+    for seed in range(3):
+        res = solve_round(inst, solver="cpsat", time_limit=3, seed=seed, num_workers=1)
+        assert res.stats["forcing_infeasible"] == ["j0", "j1"]
+        assert len(res.stats["deadline_misses"]) == 1 and "j2" not in res.schedule.jobs, seed
+        assert res.status.value != "optimal" or res.objective == pytest.approx(1.5)
+
 def test_methods_without_policy_support_are_refused():
     inst = _round([_job(0, 1, "a")], tenants={"a": {"quota_gpus": 1}})
     with pytest.raises(InputError) as e:

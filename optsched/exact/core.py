@@ -246,7 +246,9 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
     def key(s: Schedule, v: float) -> tuple[int, int, bool, float, float]:
         close = packing and v >= (1.0 - packing_tolerance(instance)) * worth_ref[0] - 1e-6 * max(1.0, worth_ref[0]) \
             and sum(a.gpus for a in s.jobs.values()) >= gpus_ref[0]
-        return (-len(deadline_misses(instance, s)) if forced else 0, fair_level(instance, s.jobs) if fair else 0, close,
+        # misses rank first in every policy round, also after a round that cannot hold its urgent
+        # jobs drops the forcing (``forced`` is then empty): the relaxed optimum may miss more
+        return (-len(deadline_misses(instance, s)) if policies else 0, fair_level(instance, s.jobs) if fair else 0, close,
                 whole_free_gpus(instance, s.jobs) if close else 0, v)
 
     if reduced:  # the candidates' points join the model, so each hint keeps its progress
