@@ -464,7 +464,8 @@ class RoundSolver:
             self._solver.record(solver_found or status is Status.OPTIMAL, left_gap)
         if bound is not None:  # reported with the priced bound, after the backoffs counted
             bound = _reported(objective, bound, stats)
-            if status is not Status.OPTIMAL and reaches(objective, bound):
+            # worth at its bound proves the round only where worth alone ranks schedules
+            if status is not Status.OPTIMAL and reaches(objective, bound) and families <= BOUND_FAMILIES:
                 status = Status.OPTIMAL
         return Result(schedule, status, objective, bound, res.solver, res.method, time.perf_counter() - start,
                       {**res.stats, **stats}, res.trajectory)
