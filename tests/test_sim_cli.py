@@ -168,6 +168,22 @@ def test_simulate_verb_refuses_an_allocator_without_the_round_policies_before_an
     assert e.value.field == field and message in e.value.problem
 
 
+@pytest.mark.parametrize(("extra", "field", "message"), [
+    (["--queue-window", "nan"], "--queue-window", "0 offers every waiting job"),
+    (["--queue-window", "inf"], "--queue-window", "0 offers every waiting job"),
+    (["--target-load", "inf"], "--target-load", "must be a positive number"),
+    (["--backend", "foo"], "--backend", "unknown backend"),
+    (["--spread-factor", "2"], "--spread-factor", "must be in (0, 1]"),
+])
+def test_simulate_verb_names_the_option_a_bad_setting_came_from(tmp_path, extra, field, message):
+    parser, run = _simulate_parser()
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    with pytest.raises(InputError) as e:
+        run(parser.parse_args([str(trace), *extra, "-o", str(tmp_path / "o"), "--no-progress"]))
+    assert e.value.field == field and message in e.value.problem
+
+
 def test_simulate_verb_with_the_exact_allocator(tmp_path, capsys):
     from optsched.cli import main
 

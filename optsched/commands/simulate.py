@@ -16,9 +16,10 @@ from typing import Any
 
 from optsched.commands.gen import parse_shares
 from optsched.errors import InputError
-from optsched.extras import require_extra
+from optsched.extras import MissingExtra, require_extra
 from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
+from optsched.parallel import BACKENDS
 from optsched.registry import get_method, methods
 from optsched.sim.config import (
     BACKFILL,
@@ -147,7 +148,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 #: prepare()'s setting names -> the options that set them (its errors name the option)
 _OPTION_OF = {"start/length": "--start/--length", "min_duration/max_duration": "--min-duration/--max-duration", "cap_mode": "--cap-mode",
-              "target_load": "--target-load", "cpus": "--cpus", "mem_gb": "--mem-gb", "max_gpus": "--cluster", "cluster": "--cluster", "trace": "trace"}
+              "target_load": "--target-load", "cpus": "--cpus", "mem_gb": "--mem-gb", "max_gpus": "--cluster", "cluster": "--cluster", "trace": "trace",
+              "spread_factor": "--spread-factor"}
 
 
 #: SimConfig's fields -> the options that set them
@@ -235,10 +237,17 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--seed", args.seed, "must be >= 0")
     if args.workers < 1:
         raise InputError("--workers", args.workers, "must be >= 1")
+    if args.backend not in BACKENDS:  # before the trace is read, not after
+        raise InputError("--backend", args.backend, f"unknown backend; known: {list(BACKENDS)}")
+    if args.backend == "ray":
+        try:
+            require_extra("ray", "ray", "simulate --backend ray")
+        except MissingExtra as e:
+            raise InputError("--backend", args.backend, str(e)) from None
     if args.address and args.backend != "ray":
         raise InputError("--address", args.address, "only applies to --backend ray")
-    if args.queue_window < 0:
-        raise InputError("--queue-window", args.queue_window, "must be >= 0")
+    if not 0 <= args.queue_window < math.inf:
+        raise InputError("--queue-window", args.queue_window, "must be a number >= 0 (0 offers every waiting job)")
     if args.packing_tolerance is not None and not args.packing:
         raise InputError("--packing-tolerance", args.packing_tolerance, "applies only with --packing")
     if args.packing_tolerance is not None and not 0.0 <= args.packing_tolerance < 1.0:

@@ -54,6 +54,10 @@ class LocalPool:
                         running.add(pool.submit(fn, nxt))
 
 
+#: the backends :func:`get_backend` knows
+BACKENDS = ("local", "serial", "ray")
+
+
 def get_backend(name: str, *, workers: int | None = None, address: str | None = None) -> Backend:
     """``"local"`` (process pool, the default), ``"serial"``, or ``"ray"`` (optional extra).
 
@@ -71,4 +75,4 @@ def get_backend(name: str, *, workers: int | None = None, address: str | None = 
         except MissingExtra as e:
             raise InputError("backend", name, str(e)) from None
         return RayBackend(address=address, workers=workers)
-    raise InputError("backend", name, "unknown backend; known: ['local', 'serial', 'ray']")
+    raise InputError("backend", name, f"unknown backend; known: {list(BACKENDS)}")

@@ -231,8 +231,8 @@ def prepare(
         raise InputError("cap_mode", cap_mode, f"drops every job: each needs more than the largest GPU type's {max(per_type.values())} GPUs")
     total_gpus = sum(per_type.values())
     if target_load is not None:
-        if not target_load > 0:
-            raise InputError("target_load", target_load, "must be > 0")
+        if not 0 < target_load < math.inf:
+            raise InputError("target_load", target_load, "must be a positive number (the offered load: GPU-seconds asked over supplied)")
         offered = _offered(trace, total_gpus) or 0.0
         if offered <= 0:
             raise InputError("target_load", target_load, "needs a window with at least two jobs at different times")
