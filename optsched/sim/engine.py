@@ -321,7 +321,7 @@ def simulate_steps(
                     stall = "idle"
                     break
                 empty_sig = sig[0]
-            if arrived == n and t_fin is not None and watch.stuck(t, run.done, run.remaining):
+            if arrived == n and t_fin is not None and (stall := watch.stall(t, run.done, run.remaining)):
                 break  # jobs run, but every one is restarted before it does work
             t += span
             if run_idx.size == 0 and arrived < n:
@@ -332,7 +332,7 @@ def simulate_steps(
     finally:
         if bar is not None:
             bar.close()
-    counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stall": stall or watch.stall, "widened": widened,
+    counts = {"arrived": arrived, "end_s": t, "solver_calls": solver_calls, "checked_rounds": checked, "stall": stall, "widened": widened,
               "wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
     return _result(run, workload, allocator_name, counts)
 

@@ -15,23 +15,19 @@ __all__ = ["ProgressWatch"]
 
 
 class ProgressWatch:
-    """Whether a replay whose jobs have all arrived still does work (:meth:`stuck`)."""
+    """Whether a replay whose jobs have all arrived still does work (:meth:`stall`)."""
 
     def __init__(self, restart_s: np.ndarray, round_s: float) -> None:
         #: simulated seconds without work done after which the replay is stuck
         self.limit_s = 2.0 * float(restart_s.max(initial=0.0)) + 10.0 * round_s
         self._mark: tuple[int, float] | None = None
         self._since = 0.0
-        #: ``"no progress"`` once :meth:`stuck` said so, else None
-        self.stall: str | None = None
 
-    def stuck(self, t: float, done: np.ndarray, remaining: np.ndarray) -> bool:
-        """Whether no job finished and no work was done from ``limit_s`` before ``t`` to ``t``
-        (``done``: finished jobs; ``remaining``: work left per job)."""
+    def stall(self, t: float, done: np.ndarray, remaining: np.ndarray) -> str | None:
+        """``"no progress"`` when no job finished and no work was done from ``limit_s`` before
+        ``t`` to ``t`` (``done``: finished jobs; ``remaining``: work left per job), else None."""
         mark = (int(done.sum()), float(remaining.sum()))
         if mark != self._mark:
             self._mark, self._since = mark, t
-            return False
-        if t - self._since > self.limit_s:
-            self.stall = "no progress"
-        return self.stall is not None
+            return None
+        return "no progress" if t - self._since > self.limit_s else None
