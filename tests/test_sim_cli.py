@@ -79,6 +79,23 @@ def test_plots_write_a_png(tmp_path):
     assert len(ax.get_lines()) == 2
 
 
+def test_plots_of_a_run_where_no_job_finished_say_so_without_warnings(tmp_path):
+    import warnings
+
+    from optsched.sim.plots import plot_jct_cdf, plot_runs
+
+    nodes = cluster.homogeneous(1, gpus=4, cpus=32, mem_gb=256)
+    tr = Trace.from_columns("t", {"job_id": ["a"], "submit_s": [0.0], "duration_s": [5000.0], "gpus": [1]})
+    wl = build_workload(tr, nodes, catalogue=StandInCatalogue(), seed=0)
+    run = simulate(wl, nodes, policies.LAS(), first_fit, SimConfig(round_s=100, progress=False, horizon_s=300))
+    assert not run.finished.any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels found" would fail here
+        ax = plot_jct_cdf({"cut": run})
+        assert plot_runs({"cut": run}, tmp_path / "cut.png").stat().st_size > 0
+    assert [t.get_text() for t in ax.texts] == ["no job finished"]
+
+
 def test_mean_ci_and_durations():
     m, h = mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and h == pytest.approx(2.484, rel=1e-3)

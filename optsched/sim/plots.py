@@ -20,6 +20,14 @@ def _axes(ax: Any) -> Any:
     return ax
 
 
+def _legend(ax: Any, empty: str) -> None:
+    """A legend when some run drew a line; otherwise ``empty`` written across the panel."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
 def plot_jct_cdf(runs: Mapping[str, SimResult], *, ax: Any = None, log: bool = True) -> Any:
     """Empirical CDF of job completion times (finished jobs), one line per run."""
     ax = _axes(ax)
@@ -33,7 +41,7 @@ def plot_jct_cdf(runs: Mapping[str, SimResult], *, ax: Any = None, log: bool = T
     ax.set_ylabel("share of jobs")
     ax.set_title("job completion time CDF")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax, "no job finished")
     return ax
 
 
@@ -50,7 +58,7 @@ def plot_utilisation(runs: Mapping[str, SimResult], *, resource: str = "gpu", ax
     ax.set_ylabel(f"{resource.upper()} allocated")
     ax.set_title(f"{resource.upper()} utilisation")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax, "no round")
     return ax
 
 
@@ -63,7 +71,7 @@ def plot_queue(runs: Mapping[str, SimResult], *, ax: Any = None) -> Any:
     ax.set_ylabel("jobs waiting")
     ax.set_title("queue length")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax, "no round")
     return ax
 
 
