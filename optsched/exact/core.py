@@ -349,9 +349,9 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
     if code == cp_model.INFEASIBLE and forced:
         # the round cannot hold every urgent job: solve without forcing them, report the misses
         stats["forcing_infeasible"] = sorted(instance.jobs[j].id for j in forced)
-        forced = []
-        try:
-            model = build_model(model_inst, data, scale, opts, deadline, forced, exp)
+        relaxed, forced = forced, []
+        try:  # as many of them as the round holds, then the rest of the ranking
+            model = build_model(model_inst, data, scale, opts, deadline, forced, exp, relaxed=relaxed)
         except OutOfTime:
             stats["note"] = "time limit reached while rebuilding without forced jobs; returning the hint"
             return Result(incumbent, Status.TIME_LIMIT, incumbent_value, lp_bound, NAME, "exact",

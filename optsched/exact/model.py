@@ -80,6 +80,9 @@ class RoundModel(ModelVariables, ModelConstraints):
     #: the scaled smallest dominant share (round.fairness = "drf"; set by exact.policies.add_drf) or
     #: progress ("hug"; exact.policies.add_hug)
     drf_min: cp_model.IntVar | None = None
+    #: how many urgent jobs run, in a deadline round that cannot hold them all (their forcing
+    #: relaxed; set by exact.policies.add_policy_constraints): maximised before anything else
+    urgent_met: Any = None
     #: HUG's level variable and its usage variables ``(U, tenant, r, upper bound)``, for complete hints
     hug_aux: Any = None
     #: the whole free GPUs (round.packing; set by exact.policies.add_packing) and, after a staged
@@ -269,10 +272,11 @@ class RoundModel(ModelVariables, ModelConstraints):
 
 def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts: dict[str, Any], deadline: float,
                 forced: list[int] | None = None, elastic: Expansion | None = None,
-                fixing: ConfigFixing | None = None) -> RoundModel:
+                fixing: ConfigFixing | None = None, relaxed: list[int] | None = None) -> RoundModel:
     """Build every constraint family (raises :class:`OutOfTime` past ``deadline``); with
     ``forced`` (job indices; ``[]`` for none) also the round's policy families
-    (:mod:`optsched.exact.policies`). With ``elastic`` (whose rigid round is ``instance``; ``forced``
+    (:mod:`optsched.exact.policies`), and ``relaxed`` (job indices) the urgent jobs no longer
+    forced in, whose count running is maximised first (``RoundModel.urgent_met``). With ``elastic`` (whose rigid round is ``instance``; ``forced``
     then holds original job indices) at most one variant of each elastic job runs. With
     ``fixing`` only schedules at least as good as its incumbent remain (:meth:`RoundModel.add_config_fixing`)."""
     m = RoundModel(instance, data, scale, deadline, lifted_rows=opts["lifted_rows"], split_cuts=opts["split_cuts"],
@@ -286,7 +290,7 @@ def build_model(instance: Instance, data: list[JobData], scale: ValueScale, opts
     m.add_spread_value()
     m.add_node_capacity()
     if forced is not None:
-        add_policy_constraints(m, forced)
+        add_policy_constraints(m, forced, relaxed or [])
     if fixing is not None:
         m.add_config_fixing(fixing)
     if opts["usage_floor"]:

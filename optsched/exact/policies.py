@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
@@ -30,11 +31,14 @@ from optsched.round_policies import (
 if TYPE_CHECKING:
     from optsched.exact.cpsat import RoundModel
 
-__all__ = ["DRF_STAGE_SHARE", "PACKING_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_hug", "add_move_budget", "add_packing",
+__all__ = ["DEADLINE_STAGE_SHARE", "DRF_STAGE_SHARE", "PACKING_STAGE_SHARE", "add_drf", "add_forced_jobs", "add_hug", "add_move_budget", "add_packing",
            "add_policy_constraints", "add_quota_reclaim", "gpus_in_use", "selection", "solve_lexicographic"]
 
 #: share of CP-SAT's time limit for the first DRF stage (maximise the smallest dominant share)
 DRF_STAGE_SHARE = 0.5
+#: share of CP-SAT's time limit for the deadline stage of a round that cannot hold its urgent
+#: jobs (run as many of them as the round can)
+DEADLINE_STAGE_SHARE = 0.5
 #: in a packing round, share of the time left that the worth stage gets (the packing stage, and
 #: with a tolerance the final worth stage, share the rest)
 PACKING_STAGE_SHARE = 0.5
@@ -290,9 +294,12 @@ def _stage(solver: cp_model.CpSolver, m: RoundModel, share: float, budget: dict[
 
 def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[str, Any],
                         callback: cp_model.CpSolverSolutionCallback | None = None) -> Any:
-    """Solve ``m``; with a DRF or HUG level (``m.drf_min``) or a packing metric (``m.free_gpus``) in
-    stages within the solver's time limit (wall and deterministic, split between the stages):
+    """Solve ``m``; with urgent jobs to run (``m.urgent_met``), a DRF or HUG level (``m.drf_min``)
+    or a packing metric (``m.free_gpus``) in stages within the solver's time limit (wall and
+    deterministic, split between the stages):
 
+    0. Deadlines relaxed: maximise ``urgent_met`` (``DEADLINE_STAGE_SHARE`` of the time); fix
+       ``urgent_met >=`` the count: the fewest misses the round allows.
     1. DRF or HUG: maximise ``drf_min`` (``DRF_STAGE_SHARE`` of the time); fix ``drf_min >=`` the level.
     2. Maximise worth (hinted with the previous stage's schedule).
     3. Packing: fix ``worth >= ceil((1 - tolerance) W)`` (``W``: stage 2's scaled worth) and
@@ -305,12 +312,13 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     the last stage's schedule (a stage that finds nothing leaves the previous one). Sets
     ``m.worth_bound`` to the worth stage's objective bound: later stages only add constraints, so
     it bounds their schedules' worth, and it bounds the lexicographic optimum's worth even when
-    stage 1 stops early (that optimum's level is at least the one fixed). Records ``drf_level``,
+    stage 1 stops early (that optimum's level is at least the one fixed). Records ``deadline_met``,
+    ``deadline_met_proven``, ``drf_level``,
     ``drf_level_proven`` (``hug_level``, ``hug_level_proven`` in a HUG round), ``packing_worth_level``, ``packing_gpus_level``, ``packing_free_gpus``,
     ``packing_proven`` in ``stats``. ``callback`` sees each solution of a plain (one-stage) solve;
     the stages' objectives are levels, not worth, so it sees none of theirs."""
-    zmin, free = m.drf_min, m.free_gpus
-    if zmin is None and free is None:
+    zmin, free, met = m.drf_min, m.free_gpus, m.urgent_met
+    if zmin is None and free is None and met is None:
         safe_workers(solver.parameters)
         return solver.solve(m.model, callback)
     prm = solver.parameters
@@ -323,6 +331,22 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
             return code
         return cp_model.OPTIMAL if proven and code == cp_model.OPTIMAL else cp_model.FEASIBLE
 
+    if met is not None:
+        m.model.maximize(met)
+        code = _stage(solver, m, DEADLINE_STAGE_SHARE, budget)
+        m.set_objective()
+        if code not in solved:
+            stats["deadline_met_proven"] = False
+            if code in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+                return code
+            proven = False
+        else:
+            count = int(round(solver.objective_value))
+            stats.update(deadline_met=count, deadline_met_proven=code == cp_model.OPTIMAL)
+            proven = code == cp_model.OPTIMAL
+            m.model.add(met >= count)
+            m.staged_schedule = m.read_schedule(solver)
+            m.add_hint(m.staged_schedule)
     if zmin is not None:
         fair = m.instance.round.fairness  # "drf" or "hug": the stats' prefix
         m.model.maximize(zmin)
@@ -337,7 +361,7 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
         else:
             level = int(solver.value(zmin))
             stats.update({f"{fair}_level": level, f"{fair}_level_proven": code == cp_model.OPTIMAL})
-            proven = code == cp_model.OPTIMAL
+            proven = proven and code == cp_model.OPTIMAL
             m.model.add(zmin >= level)
             m.staged_schedule = m.read_schedule(solver)
             m.add_hint(m.staged_schedule)
@@ -380,8 +404,10 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     return done(code)
 
 
-def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
-    """The families the round uses (quotas, max_moves, DRF, packing) and the forced urgent jobs."""
+def add_policy_constraints(m: RoundModel, forced: list[int], relaxed: Sequence[int] = ()) -> None:
+    """The families the round uses (quotas, max_moves, DRF, packing), the forced urgent jobs and,
+    where the round cannot hold them all, the count of ``relaxed`` ones (original job indices)
+    that run (``m.urgent_met``)."""
     sel = selection(m)
     if m.instance.round.tenants is not None:
         add_quota_reclaim(m, sel)
@@ -389,6 +415,10 @@ def add_policy_constraints(m: RoundModel, forced: list[int]) -> None:
         add_move_budget(m, sel)
     if forced:
         add_forced_jobs(m, sel, forced)
+    if relaxed:
+        osel = original_selection(m, sel)
+        met = [osel[j] for j in relaxed if not isinstance(osel[j], int)]  # an int: no mode at all, never runs
+        m.urgent_met = sum(met) if met else None
     if any(j.pinned for j in m.instance.jobs):
         add_pinned(m)
     if m.instance.round.fairness == "drf":
