@@ -167,7 +167,9 @@ def test_simulate_verb_refuses_a_chain_of_a_solver_without_hints_before_any_run(
     (["--allocator", "fixed-demand,partitioned", "--packing"], "--allocator", "cannot honour --packing"),
     (["--allocator", "fungible-greedy,scip", "--slo-share", "0.5"], "--allocator", "cannot honour --slo-share"),
     (["--allocator", "maifs", "--elastic-share", "0.5", "--max-moves", "1"], "--allocator", "cannot honour --elastic-share, --max-moves"),
-    (["--allocator", "cpsat", "--policy", "las,fifo", "--shadow", "scip"], "--shadow", "running jobs pinned (--policy fifo"),
+    (["--allocator", "cpsat", "--policy", "las,fifo", "--shadow", "scip"], "--shadow", "cannot keep running jobs where they run, which --policy fifo needs"),
+    (["--allocator", "maifs", "--policy", "fifo", "--packing"], "--allocator",
+     "cannot honour --packing and keep running jobs where they run, which --policy fifo needs"),
     (["--shadow", "partitioned", "--fairness", "hug"], "--shadow", "cannot honour --fairness hug"),
 ])
 def test_simulate_verb_refuses_an_allocator_without_the_round_policies_before_any_replay(tmp_path, monkeypatch, extra, field, message):

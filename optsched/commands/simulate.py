@@ -165,24 +165,13 @@ def _as_option(e: InputError, options: dict[str, str]) -> InputError:
     return InputError(options[e.field], e.value, e.problem) if e.field in options else e
 
 
-def _check_pinning(cfg: SimConfig, policies: list[str], allocators: list[str], backfill_given: bool) -> None:
-    """Refuse, before any replay, an allocator that cannot keep running jobs where they run
-    (contract job field ``preemptible``) in a run whose rounds pin them (a queue that does not
-    preempt: FIFO under ``--preemption auto``, or ``--preemption none``), saying why; note where
-    a ``--backfill`` the user gave changes none of the runs of some policies."""
+def _note_backfill(cfg: SimConfig, policies: list[str], backfill_given: bool) -> None:
+    """Note where a ``--backfill`` the user gave changes none of the runs of some policies (it
+    applies to queues that do not preempt)."""
     pinning = [pol for pol in policies if pins_running_jobs(cfg, get_policy(pol))]
     if backfill_given and len(pinning) < len(policies):
         print(f"note: --backfill {cfg.backfill} applies to queues that do not preempt; it does not change the runs of "
               f"{', '.join(pol for pol in policies if pol not in pinning)}", file=sys.stderr)
-    if not pinning:
-        return
-    for a in allocators:
-        info = get_method(parse_allocator(a)[0])
-        if "preemption" not in info.policies:
-            able = sorted(m.name for m in methods() if "preemption" in m.policies)
-            raise InputError("--allocator", a, f"cannot keep running jobs where they run, which --policy {pinning[0]} needs "
-                             f"(its queue does not preempt: --preemption {cfg.preemption} pins them); use --preemption allowed, "
-                             f"or an allocator that can: {', '.join(able)}")
 
 
 #: round-policy families -> the options that switch them on (_check_round_policies)
@@ -192,9 +181,10 @@ _FAMILY_OPTION = {"quotas": "tenant quotas", "max_moves": "--max-moves", "deadli
 
 def _check_round_policies(cfg: SimConfig, policies: list[str], allocators: list[str], shadow: str | None) -> None:
     """Refuse, before any replay, an allocator or shadow that does not honour a round policy the
-    run's options switch on (:func:`~optsched.sim.config.round_families`): ``solve_round`` would
-    refuse it only at the first round that uses it, which for SLO or elastic jobs may be hours
-    into a replay, after the other runs of the grid."""
+    run's options switch on (:func:`~optsched.sim.config.round_families`), pinned running jobs
+    (a queue that does not preempt) included: ``solve_round`` would refuse it only at the first
+    round that uses it, which for SLO or elastic jobs may be hours into a replay, after the other
+    runs of the grid."""
     named = [("--allocator", a) for a in allocators] + ([("--shadow", shadow)] if shadow else [])
     for pol in policies:
         families = round_families(cfg, get_policy(pol))
@@ -202,8 +192,13 @@ def _check_round_policies(cfg: SimConfig, policies: list[str], allocators: list[
             missing = sorted(families - set(get_method(parse_allocator(a)[0]).policies))
             if missing:
                 able = sorted(m.name for m in methods() if set(missing) <= set(m.policies))
-                what = [_FAMILY_OPTION.get(f, f"running jobs pinned (--policy {pol} with --preemption {cfg.preemption})") for f in missing]
-                raise InputError(flag, a, f"cannot honour {', '.join(what)}; allocators that can: {', '.join(able)}")
+                what = [_FAMILY_OPTION[f] for f in missing if f != "preemption"]
+                text = f"cannot honour {', '.join(what)}" if what else "cannot"
+                if "preemption" in missing:  # the rounds pin running jobs (contract job field preemptible)
+                    text += (" and" if what else "") + (f" keep running jobs where they run, which --policy {pol} needs (its queue "
+                                                        f"does not preempt: --preemption {cfg.preemption} pins them; "
+                                                        "--preemption allowed does not)")
+                raise InputError(flag, a, f"{text}; allocators that can: {', '.join(able)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -275,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except InputError as e:  # SimConfig's field names, as the options that set them
         raise _as_option(e, _CONFIG_OPTION) from None
-    _check_pinning(cfg, policies, allocators, args.backfill is not None)
+    _note_backfill(cfg, policies, args.backfill is not None)
     _check_round_policies(cfg, policies, allocators, args.shadow)
     try:
         setup = prepare(
