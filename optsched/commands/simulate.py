@@ -16,10 +16,10 @@ from typing import Any
 
 from optsched.commands.gen import parse_shares
 from optsched.errors import InputError
-from optsched.extras import MissingExtra, require_extra
+from optsched.extras import require_extra
 from optsched.incremental import GAP_TARGET
 from optsched.io import check_writable
-from optsched.parallel import BACKENDS
+from optsched.parallel import check_backend
 from optsched.registry import get_method, methods
 from optsched.sim.config import (
     BACKFILL,
@@ -232,13 +232,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--seed", args.seed, "must be >= 0")
     if args.workers < 1:
         raise InputError("--workers", args.workers, "must be >= 1")
-    if args.backend not in BACKENDS:  # before the trace is read, not after
-        raise InputError("--backend", args.backend, f"unknown backend; known: {list(BACKENDS)}")
-    if args.backend == "ray":
-        try:
-            require_extra("ray", "ray", "simulate --backend ray")
-        except MissingExtra as e:
-            raise InputError("--backend", args.backend, str(e)) from None
+    check_backend(args.backend, "--backend")  # before the trace is read, not after
     if args.address and args.backend != "ray":
         raise InputError("--address", args.address, "only applies to --backend ray")
     if not 0 <= args.queue_window < math.inf:

@@ -14,9 +14,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from optsched.errors import InputError
-from optsched.extras import MissingExtra
+from optsched.extras import MissingExtra, require_extra
 
-__all__ = ["Backend", "LocalPool", "Serial", "get_backend"]
+__all__ = ["Backend", "LocalPool", "Serial", "check_backend", "get_backend"]
 
 
 class Backend(Protocol):
@@ -58,6 +58,18 @@ class LocalPool:
 BACKENDS = ("local", "serial", "ray")
 
 
+def check_backend(name: str, field: str = "backend") -> None:
+    """Refuse (:class:`InputError` naming ``field``) a backend that is not one of
+    :data:`BACKENDS`, or ``"ray"`` without its optional extra, before any work starts."""
+    if name not in BACKENDS:
+        raise InputError(field, name, f"unknown backend; known: {list(BACKENDS)}")
+    if name == "ray":
+        try:
+            require_extra("ray", "ray", "the ray backend (--backend ray)")
+        except MissingExtra as e:
+            raise InputError(field, name, str(e)) from None
+
+
 def get_backend(name: str, *, workers: int | None = None, address: str | None = None) -> Backend:
     """``"local"`` (process pool, the default), ``"serial"``, or ``"ray"`` (optional extra).
 
@@ -65,14 +77,11 @@ def get_backend(name: str, *, workers: int | None = None, address: str | None = 
     process (a worker of the HTTP service's pool, which may not have children). Callers' results
     do not depend on the backend, only their wall time does.
     """
+    check_backend(name)
     if name == "local":
         return LocalPool(workers) if (workers or 0) != 1 and not multiprocessing.current_process().daemon else Serial()
     if name == "serial":
         return Serial()
-    if name == "ray":
-        try:
-            from optsched.parallel.ray_backend import RayBackend  # lazy: the module imports ray, an optional extra
-        except MissingExtra as e:
-            raise InputError("backend", name, str(e)) from None
-        return RayBackend(address=address, workers=workers)
-    raise InputError("backend", name, f"unknown backend; known: {list(BACKENDS)}")
+    from optsched.parallel.ray_backend import RayBackend  # lazy: the module imports ray, an optional extra
+
+    return RayBackend(address=address, workers=workers)
