@@ -161,6 +161,50 @@ def test_a_round_that_cannot_hold_its_urgent_jobs_runs_as_many_as_fit_then_maxim
     assert res.stats["deadline_misses"] == ["j2"] and res.stats["deadline_met"] == 2
     assert res.status.value == "optimal" and res.stats["deadline_met_proven"]
 
+
+def test_a_staged_solve_whose_worth_stage_finds_nothing_reports_no_bound_below_the_optimum(monkeypatch):
+    # the worth stage out of time before it searches (simulated), the deadline stage's schedule
+    # short of the optimum (simulated): the solver's last objective bound is the deadline stage's
+    # count, not a worth, and must not become the round's bound
+    from ortools.sat.python import cp_model
+
+    import optsched.exact.policies as pol
+    from optsched.exact.model import RoundModel
+
+    inst = _round([_job(0, 4, deadline_s=700.0, remaining_s=900.0), _job(1, 4, w=3.0, deadline_s=700.0, remaining_s=900.0),
+                   _job(2, 8, w=10.0, deadline_s=700.0, remaining_s=900.0)])
+    best = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1)
+    assert best.status.value == "optimal" and best.objective == pytest.approx(6.0)
+    lean = Schedule(inst.name, {"j0": Assignment({"n0": 4}, 1, 8), "j1": Assignment({"n0": 4}, 1, 8)})  # worth 4
+    real_stage, calls = pol._stage, []
+
+    def stage(solver, m, share, budget):
+        calls.append(share)
+        return real_stage(solver, m, share, budget) if len(calls) == 1 else cp_model.UNKNOWN
+
+    monkeypatch.setattr(pol, "_stage", stage)
+    monkeypatch.setattr(RoundModel, "read_schedule", lambda self, solver: lean)
+    res = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1)
+    assert len(calls) == 2 and res.status.value != "optimal"
+    assert res.objective == pytest.approx(4.0) and res.stats["deadline_misses"] == ["j2"]
+    assert res.bound is None or res.bound >= best.objective - 1e-9
+
+
+def test_packing_ranks_a_hint_against_schedules_with_its_own_misses():
+    # packing with deadlines: a greedy start that runs the 8-GPU job (two misses) is worth the
+    # most, but packing's tolerance is taken against the best worth with the fewest misses, so the
+    # spread-out hint (3.2) loses to the packed schedule (3.0, a whole node free)
+    nodes = [{"id": f"n{i}", "gpu_type": "V100", "gpus": 4, "cpus": 4, "mem_gb": 100} for i in range(2)]
+    urgent = {"deadline_s": 700.0, "remaining_s": 900.0,
+              "profile": {"cpus_per_gpu": [1, 2, 4], "mem_per_gpu_gb": [8], "throughput": [[1.0], [1.5], [1.6]]}}
+    inst = _round([_job(0, 8, w=10.0, **urgent), _job(1, 1, **urgent), _job(2, 1, **urgent)], nodes=nodes,
+                  packing="consolidate", packing_tolerance=0.3)
+    hint = Schedule(inst.name, {"j1": Assignment({"n0": 1}, 4, 8), "j2": Assignment({"n1": 1}, 4, 8)})
+    for h in (None, hint):
+        res = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1, hint=h)
+        assert res.stats["deadline_misses"] == ["j0"] and res.stats["deadline_met"] == 2
+        assert res.stats["whole_free_gpus"] == 4 and res.objective == pytest.approx(3.0), h
+
 def test_methods_without_policy_support_are_refused():
     inst = _round([_job(0, 1, "a")], tenants={"a": {"quota_gpus": 1}})
     with pytest.raises(InputError) as e:

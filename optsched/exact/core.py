@@ -239,17 +239,23 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
 
     fair = instance.round.fairness if {"drf", "hug"} & policies else None
     packing = "packing" in policies
-    #: in a packing round, schedules within the tolerance of this worth that run at least this
-    #: many GPUs rank by whole free GPUs first
-    worth_ref, gpus_ref = [0.0], [0]
+    #: in a packing round, schedules within the tolerance of the best worth of their class (the
+    #: same deadline misses and fair level) that run at least as many GPUs as the worth stage's
+    #: schedule of that class rank by whole free GPUs first: class -> worth, GPUs
+    worth_ref: dict[tuple[int, int], float] = {}
+    gpus_ref: dict[tuple[int, int], int] = {}
 
-    def key(s: Schedule, v: float) -> tuple[int, int, bool, float, float]:
-        close = packing and v >= (1.0 - packing_tolerance(instance)) * worth_ref[0] - 1e-6 * max(1.0, worth_ref[0]) \
-            and sum(a.gpus for a in s.jobs.values()) >= gpus_ref[0]
+    def prefix(s: Schedule) -> tuple[int, int]:
         # misses rank first in every policy round, also after a round that cannot hold its urgent
         # jobs drops the forcing (``forced`` is then empty): the relaxed optimum may miss more
-        return (-len(deadline_misses(instance, s)) if policies else 0, fair_level(instance, s.jobs) if fair else 0, close,
-                whole_free_gpus(instance, s.jobs) if close else 0, v)
+        return (-len(deadline_misses(instance, s)) if policies else 0, fair_level(instance, s.jobs) if fair else 0)
+
+    def key(s: Schedule, v: float) -> tuple[int, int, bool, float, float]:
+        p = prefix(s)
+        ref = worth_ref.get(p, v)
+        close = packing and v >= (1.0 - packing_tolerance(instance)) * ref - 1e-6 * max(1.0, ref) \
+            and sum(a.gpus for a in s.jobs.values()) >= gpus_ref.get(p, 0)
+        return (*p, close, whole_free_gpus(instance, s.jobs) if close else 0, v)
 
     if reduced:  # the candidates' points join the model, so each hint keeps its progress
         keep = hug_points_of(instance, candidates)  # not hug_keep: its size test is on the original round
@@ -260,7 +266,9 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
     values = [schedule_value(instance, s) for s in candidates]
     for v in values:  # the hints' worths (the lns stage recorded its own events)
         rec.record(v)
-    worth_ref[0] = max(values)
+    if packing:
+        for c, v in zip(candidates, values, strict=True):
+            worth_ref[prefix(c)] = max(v, worth_ref.get(prefix(c), v))
     best_i = max(range(len(candidates)), key=lambda i: key(candidates[i], values[i]))
     incumbent, incumbent_value = candidates[best_i], values[best_i]
     stats: dict[str, Any] = {"hint_objective": incumbent_value, "scale": scale.scale, "lns_share": share,
@@ -372,9 +380,10 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         found = model.staged_schedule if model.staged_schedule is not None else model.read_schedule(solver)
         found_value = schedule_value(instance, found)
-        if packing:  # the packing stage's references: the worth stage's worth and GPUs in use
-            worth_ref[0] = max(worth_ref[0], stats.get("packing_worth_level", 0) / scale.scale, found_value)
-            gpus_ref[0] = stats.get("packing_gpus_level", 0)
+        if packing:  # the packing stage's references, for the found schedule's class: the worth stage's worth and GPUs
+            p = prefix(found)
+            worth_ref[p] = max(worth_ref.get(p, found_value), stats.get("packing_worth_level", 0) / scale.scale, found_value)
+            gpus_ref[p] = stats.get("packing_gpus_level", 0)
         found_key, incumbent_key = key(found, found_value), key(incumbent, incumbent_value)
         if _not_worse(found_key, incumbent_key):
             schedule, objective = found, found_value
@@ -397,15 +406,19 @@ def solve_cpsat(instance: Instance, *, time_limit: float, seed: int, hint: Sched
         if lp_bound is not None:
             rec.record(bound=max(lp_bound, objective))
     bound = None
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) and not hug_reduced:
+    # a staged solve bounds the worth only where its worth stage ran to a schedule: the solver's
+    # last objective bound may be another stage's, or 0 from a stage that never searched
+    raw = model.worth_bound if model.staged else solver.best_objective_bound
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) and not hug_reduced and raw is not None:
         # a proven bound on the scaled objective, plus the worst-case rounding error
-        bound = scale.bound(model.worth_bound if model.worth_bound is not None else solver.best_objective_bound)
+        bound = scale.bound(raw)
     if lp_bound is not None:
         bound = lp_bound if bound is None else min(bound, lp_bound)
     if bound is not None:
         bound = max(bound, objective)
     if forced is not None:
         stats["deadline_misses"] = deadline_misses(instance, schedule)
+        stats["deadline_met"] = len(urgent_jobs(instance)) - len(stats["deadline_misses"])
     if fair == "hug" and reduced and "hug_level_proven" in stats:  # proven over the model's points only
         stats["hug_level_proven_reduced"] = stats["hug_level_proven"]
         stats["hug_level_proven"] = False

@@ -91,6 +91,13 @@ class RoundModel(ModelVariables, ModelConstraints):
     worth_bound: float | None = None
     staged_schedule: Schedule | None = None
 
+    @property
+    def staged(self) -> bool:
+        """Whether :func:`~optsched.exact.policies.solve_lexicographic` solves this model in stages
+        (urgent jobs to run, a fair level or a packing metric): then only ``worth_bound`` bounds
+        the worth, and the solver's last objective bound may be another stage's."""
+        return self.urgent_met is not None or self.drf_min is not None or self.free_gpus is not None
+
     def _tick(self) -> None:
         if time.perf_counter() > self.deadline:
             raise OutOfTime

@@ -312,13 +312,13 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
     the last stage's schedule (a stage that finds nothing leaves the previous one). Sets
     ``m.worth_bound`` to the worth stage's objective bound: later stages only add constraints, so
     it bounds their schedules' worth, and it bounds the lexicographic optimum's worth even when
-    stage 1 stops early (that optimum's level is at least the one fixed). Records ``deadline_met``,
-    ``deadline_met_proven``, ``drf_level``,
+    stage 1 stops early (that optimum's level is at least the one fixed). Records
+    ``deadline_met_proven`` (whether the most urgent jobs that can run was proven), ``drf_level``,
     ``drf_level_proven`` (``hug_level``, ``hug_level_proven`` in a HUG round), ``packing_worth_level``, ``packing_gpus_level``, ``packing_free_gpus``,
     ``packing_proven`` in ``stats``. ``callback`` sees each solution of a plain (one-stage) solve;
     the stages' objectives are levels, not worth, so it sees none of theirs."""
     zmin, free, met = m.drf_min, m.free_gpus, m.urgent_met
-    if zmin is None and free is None and met is None:
+    if not m.staged:
         safe_workers(solver.parameters)
         return solver.solve(m.model, callback)
     prm = solver.parameters
@@ -342,7 +342,7 @@ def solve_lexicographic(solver: cp_model.CpSolver, m: RoundModel, stats: dict[st
             proven = False
         else:
             count = int(round(solver.objective_value))
-            stats.update(deadline_met=count, deadline_met_proven=code == cp_model.OPTIMAL)
+            stats["deadline_met_proven"] = code == cp_model.OPTIMAL
             proven = code == cp_model.OPTIMAL
             m.model.add(met >= count)
             m.staged_schedule = m.read_schedule(solver)
