@@ -97,7 +97,11 @@ def _variant(job: Job, vid: str, k: int, factor: float, duration_s: float) -> Jo
 
 
 def expand(instance: Instance) -> Expansion:
-    """The rigid variant round of ``instance`` (the identity, job for job, without elastic jobs)."""
+    """The rigid variant round of ``instance`` (the identity, job for job, without elastic jobs).
+    Sizes larger than the GPUs of the job's allowed types can never run and get no variant."""
+    type_gpus: dict[str, int] = {}
+    for n in instance.nodes:
+        type_gpus[n.gpu_type] = type_gpus.get(n.gpu_type, 0) + n.gpus
     taken = {j.id for j in instance.jobs}
     jobs: list[Job] = []
     origin: list[int] = []
@@ -111,7 +115,10 @@ def expand(instance: Instance) -> Expansion:
             size.append(job.gpus)
             continue
         mine = []
+        cap = sum(g for t, g in type_gpus.items() if job.speed(t) is not None)
         for k, f in zip(job.elastic.gpus, job.elastic.scaling, strict=True):
+            if k > cap:
+                break  # sizes increase
             vid = f"{job.id}@{k}"
             while vid in taken:
                 vid += "'"

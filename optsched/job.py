@@ -9,7 +9,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -207,6 +207,7 @@ class Elastic:
 
     gpus: tuple[int, ...]
     scaling: tuple[float, ...]
+    _factor: Mapping[int, float] = field(init=False, repr=False, compare=False)  #: size -> factor
 
     def __post_init__(self) -> None:
         sizes = tuple(_check_list("gpus", self.gpus))
@@ -228,13 +229,11 @@ class Elastic:
             clean.append(x)
         object.__setattr__(self, "gpus", sizes)
         object.__setattr__(self, "scaling", tuple(clean))
+        object.__setattr__(self, "_factor", dict(zip(sizes, clean, strict=True)))
 
     def factor(self, gpus: int) -> float | None:
         """Throughput at ``gpus`` GPUs relative to the nominal size; ``None`` when not allowed."""
-        try:
-            return self.scaling[self.gpus.index(gpus)]
-        except ValueError:
-            return None
+        return self._factor.get(gpus)
 
     @classmethod
     def from_dict(cls, d: Any) -> Elastic:

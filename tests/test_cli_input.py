@@ -57,6 +57,8 @@ CASES = [
     ("solve {tiny} --hint neg.json", ["--hint.version", "unknown field of a schedule"]),  # a round passed as a schedule
     ("solve {tiny} --time-limit nan", ["time_limit", "nan"]),
     ("solve {tiny} --solver cpsat --option num_workers=0", ["num_workers", "0"]),
+    ("solve {tiny} --solver cpsat --option num_workers=" + "[" * 2000 + "]" * 2000, ["--option", "deeper than 64"]),
+    ("validate {tiny} nan.json", ["decision.jobs[0].weight", "NaN", "nan.json"]),
     ("check neg.json ok.json", ["jobs[1].profile.throughput[0][1]"]),
     ("check {tiny} junk.json", ["schedule", "not valid JSON"]),
     ("check {tiny} absent.json", ["schedule.path", "absent.json"]),

@@ -356,3 +356,18 @@ def test_a_proven_optimum_that_ties_the_hint_up_to_float_order_stays_optimal():
     res = solve_round(inst, solver="cpsat", time_limit=3, num_workers=1)
     assert res.status.value == "optimal"
     assert res.objective == pytest.approx(best_with_rules(inst))
+
+
+def test_sizes_beyond_the_cluster_get_no_variant_and_long_size_lists_stay_cheap():
+    # a job listing 5,000 sizes on an 8-GPU node: the variant round holds sizes 1-8 only, and the
+    # heuristics' growth looks only at sizes the free GPUs can reach (it was cubic in the list)
+
+    sizes = list(range(1, 5001))
+    el = {"gpus": sizes, "scaling": [1.0 + (k - 2) * 1e-3 if k >= 2 else 0.9 for k in sizes]}
+    inst = Instance.from_dict(_round([_job(0, 2, elastic=el), _job(1, 1)]))
+    exp = expand(inst)
+    assert sorted(exp.size[v] for v in exp.groups[0]) == list(range(1, 9))
+    for m in ("fungible-greedy", "fixed-demand", "cpsat"):
+        res = solve_round(inst, solver=m, time_limit=2)
+        assert not check_schedule(inst, res.schedule), m
+        assert res.schedule.jobs["j0"].gpus <= 8

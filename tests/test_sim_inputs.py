@@ -118,6 +118,7 @@ def test_the_workload_counts_what_it_cannot_honour(tmp_path, capsys):
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--policy", "fifo", "--allocator", "fungible-greedy,maifs"],
      "--allocator: cannot keep running jobs where they run, which --policy fifo needs"),
     ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--start-min-throughput", "2"], "--start-min-throughput: must be a share"),
+    ("job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n", ["--horizon", "9" * 400], "--horizon: must be a finite duration"),
 ])
 def test_simulate_says_why_nothing_is_left_to_replay(tmp_path, capsys, text, extra, message):
     p = _write(tmp_path, "t.csv", text)

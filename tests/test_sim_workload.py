@@ -225,6 +225,18 @@ def test_the_pai_inventory_is_bundled_and_the_v2023_one_is_named_where_missing(t
     p = _write(tmp_path, "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\na,96000,786432,8,G2\nb,64000,262144,2,T4\nc,8000,8192,0,\n")
     nodes = cluster.parse_cluster(f"alibaba2023:{p}")
     assert [(n.gpu_type, n.gpus, n.cpus, n.mem_gb) for n in nodes] == [("G2", 8, 96, 768), ("T4", 2, 64, 256)]
+    # a short row, a GPU node without cores, a directory, a binary file: refused naming the file
+    for name, text, field in [("short.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,96000\n", "short.csv[line 2]"),
+                              ("bare.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,0,0,8,G2\n", "bare.csv[line 2]"),
+                              ("neg.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,96000,786432,-8,G2\n", "neg.csv[line 2]")]:
+        with pytest.raises(InputError) as e:
+            cluster.parse_cluster(f"alibaba2023:{_write(tmp_path, name, text)}")
+        assert e.value.field == field
+    (tmp_path / "bin.csv").write_bytes(b"\xff\xfe\x00\x01" * 10)
+    for bad in (tmp_path, tmp_path / "bin.csv"):
+        with pytest.raises(InputError, match="is not a readable CSV node list") as e:
+            cluster.parse_cluster(f"alibaba2023:{bad}")
+        assert e.value.field == "path"
 
 
 def test_filter_durations_and_offered_load():

@@ -23,7 +23,7 @@ from typing import Any
 
 from optsched.checker import check_schedule
 from optsched.errors import InputError
-from optsched.io import check_writable, load_instance, load_schedule, write_json
+from optsched.io import check_writable, load_instance, load_schedule, parse_json, write_json
 from optsched.model import Instance
 from optsched.result import Result, Status, gap
 from optsched.round_policies import drf_runnable
@@ -58,9 +58,16 @@ def parse_options(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise InputError("--option", item, "must be KEY=VALUE")
         try:
-            out[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+            json.loads(value)
+        except json.JSONDecodeError:  # not JSON at all: the text itself
             out[key.strip()] = value
+            continue
+        except (RecursionError, ValueError):  # JSON the strict reader refuses, saying why
+            pass
+        try:
+            out[key.strip()] = parse_json(value)
+        except InputError as e:
+            raise InputError("--option", item, e.problem) from None
     return out
 
 

@@ -146,6 +146,16 @@ def _loglik(instance: Any, schedule: Any, weights: str | None) -> dict[str, floa
     return {k: float(v) for k, v in ll.items()}
 
 
+def _load_decision(path: Path) -> Any:
+    """A decision file's JSON; an error names the field under ``decision`` and the file, which a
+    batch of many decisions needs."""
+    try:
+        return load_json(path)
+    except InputError as e:
+        err = e.within("decision")
+        raise InputError(err.field, err.value, f"{err.problem} (in {path})") from None
+
+
 def _pairs(inst_arg: str, dec_arg: str) -> list[tuple[Path, Path]]:
     ip, dp = Path(inst_arg), Path(dec_arg)
     for p, name in ((ip, "instance"), (dp, "decision")):
@@ -165,7 +175,7 @@ def _pairs(inst_arg: str, dec_arg: str) -> list[tuple[Path, Path]]:
         by_stem[f.name.split(".")[0]] = f
     pairs = []
     for f in sorted(dp.rglob("*.json*")):
-        d = load_json(f)
+        d = _load_decision(f)
         name = d.get("instance") if isinstance(d, dict) else None
         match = by_name.get(name) if isinstance(name, str) else None
         match = match or by_stem.get(f.name.split(".")[0])
@@ -229,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         iterator = tqdm(pairs, desc="validating", unit="round", file=sys.stderr)
     for ip, dp in iterator:
         inst = load_instance(ip)
-        rep = validate_decision(inst, load_json(dp), time_limit=args.time_limit, solver=args.solver, seed=args.seed,
+        rep = validate_decision(inst, _load_decision(dp), time_limit=args.time_limit, solver=args.solver, seed=args.seed,
                                 loglik=args.loglik, weights=args.weights)
         rep["instance_file"], rep["decision_file"] = str(ip), str(dp)
         reports.append(rep)

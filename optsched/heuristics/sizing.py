@@ -45,14 +45,18 @@ def _value(instance: Instance, job: Job, nodes: dict[str, int], c: int, m: int) 
     return job_value(instance, job, t, c, m, len(nodes), moved, sum(nodes.values()))
 
 
-def _next_step(instance: Instance, job: Job, nodes: dict[str, int], c: int, m: int, tried: set[int]) -> tuple[float, int] | None:
-    """The larger size not yet tried with the best estimated marginal value per extra GPU."""
+def _next_step(instance: Instance, job: Job, nodes: dict[str, int], c: int, m: int, tried: set[int],
+               free: int) -> tuple[float, int] | None:
+    """The larger size not yet tried, at most ``free`` GPUs more, with the best estimated marginal
+    value per extra GPU."""
     g = sum(nodes.values())
     now = job.scaling(g) or 0.0
     t = instance.node(next(iter(nodes))).gpu_type
     unit = job.weight * (job.speed(t) or 0.0) * job.profile.at(c, m) / job.demand_throughput
     best = None
     for k in job.sizes:
+        if k - g > free:
+            break  # sizes increase
         if k <= g or k in tried:
             continue
         gain = unit * ((job.scaling(k) or 0.0) - now) / (k - g)
@@ -101,7 +105,7 @@ def grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int]
 
     def push(jid: str) -> None:
         nodes, c, m = chosen[jid]
-        step = _next_step(instance, instance.job(jid), nodes, c, m, tried[jid])
+        step = _next_step(instance, instance.job(jid), nodes, c, m, tried[jid], int(cl.free_g.sum()))
         if step is not None:
             heapq.heappush(heap, (-step[0], jid, step[1]))
 
@@ -117,7 +121,8 @@ def grow(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int]
     # then each elastic job, heaviest first, takes the best placement of any size and type that
     # beats its own (e.g. a job grown on slow GPUs while the fast ones were full)
     for jid in sorted(tried, key=lambda j: (-instance.job(j).weight, j)):
-        _try_grow(instance, cl, chosen, jid, instance.job(jid).sizes)
+        room = sum(chosen[jid][0].values()) + int(cl.free_g.sum())  # its own GPUs and the free ones
+        _try_grow(instance, cl, chosen, jid, [k for k in instance.job(jid).sizes if k <= room])
 
 
 def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict[str, int], int, int]],
@@ -160,6 +165,6 @@ def knapsack_place(instance: Instance, cl: Cluster, chosen: dict[str, tuple[dict
             tried[jid].add(k)
             _try_grow(instance, cl, chosen, jid, (k,))
         nodes, c, m = chosen[jid]
-        step = _next_step(instance, job, nodes, c, m, tried[jid])
+        step = _next_step(instance, job, nodes, c, m, tried[jid], int(cl.free_g.sum()))
         if step is not None:
             push(1, step[0], jid, step[1])

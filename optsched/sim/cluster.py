@@ -146,20 +146,24 @@ def alibaba_v2023(path: str | Path | None = None, *, fraction: float = 1.0, rack
     if not 0 < fraction <= 1:
         raise InputError("cluster.fraction", fraction, "must be in (0, 1]")
     try:
-        with p.open(newline="") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:
             rows = list(csv.DictReader(fh))
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file: the v2023 node list is not bundled; download openb_node_list_gpu_node.csv "
                                          "(cluster-trace-gpu-v2023, github.com/alibaba/clusterdata) and pass "
                                          "--cluster alibaba2023:PATH[:FRACTION]") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as e:  # a directory, a binary file, a broken CSV
+        raise InputError("path", str(p), f"is not a readable CSV node list ({type(e).__name__}: {e})") from None
     shapes: Counter[tuple[str, int, int, int]] = Counter()
     for i, r in enumerate(rows):
         try:
             gpus = int(r["gpu"])
             cpus = int(r["cpu_milli"]) // 1000
             mem = int(r["memory_mib"]) // 1024
-        except (KeyError, ValueError):
-            raise InputError(f"{p.name}[row {i}]", r, "needs integer gpu, cpu_milli and memory_mib") from None
+        except (KeyError, TypeError, ValueError):  # TypeError: a short row's missing cells
+            raise InputError(f"{p.name}[line {i + 2}]", r, "needs integer gpu, cpu_milli and memory_mib") from None
+        if gpus < 0 or (gpus and (cpus < 1 or mem < 1)):
+            raise InputError(f"{p.name}[line {i + 2}]", r, "a GPU node needs gpu >= 0, at least 1,000 cpu_milli and 1,024 memory_mib")
         if gpus:
             shapes[(r.get("model") or "GPU", gpus, cpus, mem)] += 1
     ordered = sorted(shapes.items(), key=lambda kv: (-kv[0][1], kv[0]))

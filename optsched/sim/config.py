@@ -97,8 +97,8 @@ class SimConfig:
             raise InputError("queue_window", self.queue_window, "must be > 0 (or None for all)")
         if isinstance(self.queue_min_jobs, bool) or not isinstance(self.queue_min_jobs, int) or self.queue_min_jobs < 0:
             raise InputError("queue_min_jobs", self.queue_min_jobs, "must be an integer >= 0")
-        if self.horizon_s is not None and not self.horizon_s > 0:
-            raise InputError("horizon_s", self.horizon_s, "must be > 0 (or None)")
+        if self.horizon_s is not None and not (math.isfinite(self.horizon_s) and self.horizon_s > 0):
+            raise InputError("horizon_s", self.horizon_s, "must be a finite time > 0 (or None)")
         if self.start_spread_horizon_s is not None and not (math.isfinite(self.start_spread_horizon_s) and self.start_spread_horizon_s > 0):
             raise InputError("start_spread_horizon_s", self.start_spread_horizon_s, "must be > 0 seconds (or None for one round)")
         if not (isinstance(self.start_min_throughput, (int, float)) and 0.0 <= self.start_min_throughput <= 1.0):

@@ -51,7 +51,10 @@ def parse_duration(text: str | float | None, field_name: str = "duration") -> fl
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smhdw]?)\s*", text)
     if not m:
         raise InputError(field_name, text, "must be a duration such as 3600, 90m, 12h or 7d")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    out = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if not math.isfinite(out):
+        raise InputError(field_name, text, "must be a finite duration such as 3600, 90m, 12h or 7d")
+    return out
 
 
 # --- shaping --------------------------------------------------------------------------------------
