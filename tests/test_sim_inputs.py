@@ -748,6 +748,7 @@ SACCT_ROW = "7|lab|2024-03-01T08:00:00|2024-03-01T08:05:00|{elapsed}|{tres}\n"
     ("10:00", "mem=nanG,gres/gpu=1", "AllocTRES"),
     ("10:00", "mem=1e308T,gres/gpu=1", "AllocTRES"),  # was infinite memory
     ("10:00", "gres/gpu=1e20", "AllocTRES"),  # was an OverflowError building the trace
+    ("10:00", "gres/gpu:a=1.5e308,gres/gpu:b=1.5e308", "AllocTRES"),  # typed counts summing to inf: was dropped as CPU-only
 ])
 def test_sacct_cells_out_of_range_are_refused_naming_the_cell(tmp_path, elapsed, tres, column):
     p = _write(tmp_path, "slurm.txt", SACCT_HEAD + SACCT_ROW.format(elapsed="01:00", tres="gres/gpu=1").replace("7|", "6|")
@@ -845,3 +846,20 @@ def test_a_negative_alibaba_gpu_share_is_refused_with_its_cell(tmp_path):
     with pytest.raises(InputError) as e:
         load_trace(p)
     assert e.value.field == "pods.csv[line 3].gpu_milli" and ">= 0" in e.value.problem
+
+
+def test_a_nul_byte_in_a_cell_and_a_philly_job_beyond_the_gpu_limit_are_refused(tmp_path, monkeypatch):
+    # Python's csv module reads NUL bytes: "j1" and "j1\0" were two jobs
+    p = _write(tmp_path, "t.csv", "job_id,submit_time_s,duration_s,num_gpus\nj1,0,600,1\nj1\x00,0,600,1\n")
+    with pytest.raises(InputError, match="cannot be read as a CSV row") as e:
+        load_trace(p)
+    assert e.value.field == "t.csv[line 3]"
+    import optsched.sim.philly_json as pj
+
+    monkeypatch.setattr(pj, "MAX_COUNT", 4)  # the real limit, 1,000,000 GPUs, takes a 10 MB log to pass
+    job = {"jobid": "a", "submitted_time": "2017-10-01 00:00:00", "vc": "v",
+           "attempts": [{"start_time": "2017-10-01 00:01:00", "end_time": "2017-10-01 01:00:00",
+                         "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1", "gpu2"]}, {"ip": "m2", "gpus": ["gpu0", "gpu1"]}]}]}
+    with pytest.raises(InputError, match="at most 4 GPUs") as e:
+        load_trace(_write(tmp_path, "log.json", json.dumps([job])))
+    assert e.value.field == "log.json[0].attempts"

@@ -143,6 +143,9 @@ def test_a_synthetic_trace_flows_through_the_shaping_and_build_workload():
     ({"jobs": 10**11}, "jobs"),
     ({"span_s": 8.64e9, "rate_per_h": 1e9}, "span_s"),
     ({"span_s": 8.64e9, "load": 1e6, "gpus": 10**6}, "span_s"),
+    # counts a written trace could not hold (a trace reader refuses jobs beyond 1,000,000 GPUs)
+    ({"load": 1.0, "gpus": 10**17}, "gpus"),
+    ({"node_gpus": 10**7, "gang_share": 0.5}, "node_gpus"),
 ])
 def test_bad_parameters_are_refused_by_name(over, field):
     with pytest.raises(InputError) as e:

@@ -69,6 +69,8 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
                 if reader.fieldnames is not None:
                     reader.fieldnames = [f.strip() for f in reader.fieldnames]
                 for r in reader:
+                    if any("\x00" in v for v in r.values() if isinstance(v, str)):  # Python's csv reads NUL bytes
+                        raise csv_error(p, numbers[reader.line_num - 1], csv.Error("line contains NUL"))
                     rows.append(r)
                     ends.append(numbers[reader.line_num - 1])
             except csv.Error as e:

@@ -27,6 +27,7 @@ from typing import Any
 
 from optsched.errors import InputError
 from optsched.io import load_json
+from optsched.limits import MAX_COUNT
 
 __all__ = ["is_philly_json", "read_philly_json"]
 
@@ -102,6 +103,8 @@ def read_philly_json(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
         if gpus == 0:
             notes["dropped_cpu_only"] = notes.get("dropped_cpu_only", 0) + 1
             continue
+        if gpus > MAX_COUNT:
+            raise InputError(f"{at}.attempts", gpus, f"must hold at most {MAX_COUNT:,} GPUs (the largest count optsched computes with)")
         cols["line"].append(i + 1)
         cols["job_id"].append(jid)
         cols["submit_s"].append(submit)

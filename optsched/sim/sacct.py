@@ -61,6 +61,8 @@ def slurm_tres(path: Path, line: int, text: str) -> tuple[float, float, float, s
             mem = x
         else:
             typed = (typed if math.isfinite(typed) else 0.0) + x
+            if not math.isfinite(typed):  # typed counts that sum past a double: not "no GPU"
+                raise InputError(cell(path, line, "AllocTRES"), value, "its typed GPU counts sum beyond any GPU count")
             if x > 0:
                 types.append(key.split(":", 1)[1].upper())
     total = gpus if math.isfinite(gpus) else typed

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from optsched.errors import InputError
-from optsched.limits import MAX_TRACE_JOBS, check_at_most, check_count, share_total, whole_number
+from optsched.limits import MAX_COUNT, MAX_TRACE_JOBS, check_at_most, check_count, share_total, whole_number
 from optsched.sim.csv_rows import MAX_DURATION_S
 from optsched.sim.traces import SAMPLE, Trace, load_trace, sample_trace_path
 from optsched.sim.workload import Catalogue, default_catalogue, offered_load, parse_duration
@@ -149,6 +149,12 @@ class SyntheticSpec:
 
         for n in ("jobs", "gpus", "node_gpus", "source_min_gpus", "tenants"):
             pos(n, integer=True)
+        for n in ("gpus", "source_min_gpus"):
+            if getattr(self, n) is not None:
+                check_count(n, getattr(self, n))
+        if self.node_gpus * 4 > MAX_COUNT:  # gangs of up to 4 nodes: a trace reader refuses more GPUs a job
+            raise InputError("node_gpus", self.node_gpus, f"must be <= {MAX_COUNT // 4:,}: the gangs a gang share adds span 2 or 4 nodes, and a job "
+                                                          f"holds at most {MAX_COUNT:,} GPUs")
         for n in ("span_s", "rate_per_h", "load", "median_s", "p90_s", "p99_s", "max_duration_s"):
             pos(n)
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
