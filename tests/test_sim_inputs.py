@@ -863,3 +863,14 @@ def test_a_nul_byte_in_a_cell_and_a_philly_job_beyond_the_gpu_limit_are_refused(
     with pytest.raises(InputError, match="at most 4 GPUs") as e:
         load_trace(_write(tmp_path, "log.json", json.dumps([job])))
     assert e.value.field == "log.json[0].attempts"
+
+
+@pytest.mark.parametrize(("extra", "option"), [
+    (["--max-jobs", "0"], "--max-jobs"), (["--length", "0"], "--length"), (["--start", "-1"], "--start"),
+    (["--restart", "-5"], "--restart"), (["--cluster", "4x8:Z9"], "--cluster"), (["--cluster", "pai2020:2"], "--cluster"),
+    (["--cluster", "mix:nope:3"], "--cluster"), (["--gpu-unit", "0"], "--gpu-unit"), (["--min-duration", "x"], "--min-duration"),
+])
+def test_simulate_errors_name_the_option_not_the_setting_behind_it(tmp_path, capsys, extra, option):
+    p = _write(tmp_path, "t.csv", "job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n")
+    assert main(["simulate", str(p), "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o"), *extra]) == 2
+    assert f"bad input: {option}: " in capsys.readouterr().err

@@ -149,7 +149,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 #: prepare()'s setting names -> the options that set them (its errors name the option)
 _OPTION_OF = {"start/length": "--start/--length", "min_duration/max_duration": "--min-duration/--max-duration", "cap_mode": "--cap-mode",
               "target_load": "--target-load", "cpus": "--cpus", "mem_gb": "--mem-gb", "max_gpus": "--cluster", "cluster": "--cluster", "trace": "trace",
-              "spread_factor": "--spread-factor"}
+              "spread_factor": "--spread-factor", "window.start_s": "--start", "window.length_s": "--length",
+              "window.max_jobs": "--max-jobs", "restart_s": "--restart", "gpu_unit": "--gpu-unit", "cpu_unit": "--cpu-unit",
+              "time_unit": "--time-unit", "gpu_type": "--cluster", "cluster.fraction": "--cluster", "cluster.mix": "--cluster",
+              "mix": "--mix", "load": "--load", "start": "--start", "length": "--length", "min_duration": "--min-duration",
+              "max_duration": "--max-duration", "restart": "--restart"}
 
 
 #: SimConfig's fields -> the options that set them
