@@ -874,3 +874,14 @@ def test_simulate_errors_name_the_option_not_the_setting_behind_it(tmp_path, cap
     p = _write(tmp_path, "t.csv", "job_id,submit_time_s,duration_s,num_gpus\na,0,60,1\n")
     assert main(["simulate", str(p), "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o"), *extra]) == 2
     assert f"bad input: {option}: " in capsys.readouterr().err
+
+
+def test_a_stray_quote_and_a_bracketed_header_are_named_for_what_they_are(tmp_path):
+    # an unbalanced quote swallowed the next lines into one cell: the error blamed a later line's
+    # missing column; a CSV header starting with '[' is read as Philly's JSON log: say why
+    p = _write(tmp_path, "q.csv", 'job_id,submit_time_s,duration_s,num_gpus\nj0,0,600,1\n"j1,0,600,1\nj2,0,600,1\nj3,0,600,1\n')
+    with pytest.raises(InputError, match="a quoted cell runs from line 3 to 5: is a quote unbalanced") as e:
+        load_trace(p)
+    assert e.value.field == "q.csv[line 3]"
+    with pytest.raises(InputError, match="starts with '\\['"):
+        load_trace(_write(tmp_path, "b.csv", "[job_id],submit_time_s,duration_s,num_gpus\na,0,60,1\n"))

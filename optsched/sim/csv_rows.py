@@ -68,9 +68,16 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
             try:
                 if reader.fieldnames is not None:
                     reader.fieldnames = [f.strip() for f in reader.fieldnames]
+                start = reader.line_num
                 for r in reader:
-                    if any("\x00" in v for v in r.values() if isinstance(v, str)):  # Python's csv reads NUL bytes
+                    cells = [v for v in r.values() if isinstance(v, str)]
+                    if any("\x00" in v for v in cells):  # Python's csv reads NUL bytes
                         raise csv_error(p, numbers[reader.line_num - 1], csv.Error("line contains NUL"))
+                    if any("\n" in v or "\r" in v for v in cells):  # no trace field spans lines: a stray quote did
+                        raise InputError(f"{p.name}[line {numbers[start]}]", next(v for v in cells if "\n" in v or "\r" in v)[:60],
+                                         f"a quoted cell runs from line {numbers[start]} to {numbers[reader.line_num - 1]}: "
+                                         "is a quote unbalanced?")
+                    start = reader.line_num
                     rows.append(r)
                     ends.append(numbers[reader.line_num - 1])
             except csv.Error as e:

@@ -56,6 +56,9 @@ def read_philly_json(path: Path) -> tuple[dict[str, list[Any]], dict[str, int]]:
     try:
         jobs = load_json(path)
     except InputError as e:  # a refused value (NaN, a huge number) is named by its place in the file
+        if e.field == "path" and "is not valid JSON" in e.problem:  # say why it was read as JSON
+            raise InputError(e.field, e.value, f"{e.problem}; read as Philly's JSON job log because it starts with '[' "
+                             "(a CSV header whose first name starts with '[': rename that column)") from None
         raise (e if e.field == "path" else e.within(name)) from None
     if not isinstance(jobs, list):
         raise InputError(name, type(jobs).__name__, "must be a JSON list of jobs (Philly's cluster_job_log)")
