@@ -74,6 +74,7 @@ CASES = [
     ("validate {tiny} ok.json --time-limit -1", ["--time-limit", "-1"]),
     ("validate {tiny} ok.json --solver nope", ["solver", "nope"]),
     ("validate {tiny} absent.json", ["decision", "absent.json"]),
+    ("validate {tiny} ok.json --weights x.npz", ["--weights", "only with --loglik"]),  # was ignored
     ("gen --nodes 2 --jobs 3 --tightness -1", ["tightness", "-1"]),
     ("gen --nodes 2 --jobs 3 --running-fraction 2", ["running_fraction", "2"]),
     ("gen --nodes 2 --jobs 3 --grid huge", ["grid", "huge"]),

@@ -885,3 +885,12 @@ def test_a_stray_quote_and_a_bracketed_header_are_named_for_what_they_are(tmp_pa
     assert e.value.field == "q.csv[line 3]"
     with pytest.raises(InputError, match="starts with '\\['"):
         load_trace(_write(tmp_path, "b.csv", "[job_id],submit_time_s,duration_s,num_gpus\na,0,60,1\n"))
+
+
+def test_a_schema_file_with_a_byte_order_mark_is_read_like_every_other_input(tmp_path):
+    trace = _write(tmp_path, "t.csv", "name,queued,gpus,secs\na,0,1,60\nb,5,2,90\n")
+    schema = tmp_path / "s.json"
+    schema.write_bytes(b"\xef\xbb\xbf" + json.dumps({"columns": {"id": "name", "submit": "queued", "gpus": "gpus",
+                                                                      "duration": "secs"}}).encode())
+    tr = load_csv(trace, CsvSchema.from_file(schema))
+    assert list(tr.gpus) == [1, 2]

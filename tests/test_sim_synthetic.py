@@ -261,3 +261,9 @@ def test_describe_a_trace_whose_jobs_all_arrive_at_once():
     assert float(tr.submit_s.max()) == 0.0
     line = describe(tr, gpus=8)
     assert "all arriving at once" in line and "inf" not in line
+
+
+def test_workload_refuses_a_seed_simulate_would_refuse(tmp_path, capsys):
+    out = tmp_path / "w.csv"
+    assert main(["workload", "gang-heavy", "--jobs", "10", "--gpus", "176", "--load", "1", "--seed", str(10**21), "-o", str(out)]) == 2
+    assert "--seed: must be in [0, 2147483647]" in capsys.readouterr().err and not out.exists()

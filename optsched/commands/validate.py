@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the gap between the two, and the jobs the decision places differently from the reference. Given two "
         "directories, each decision is paired with the instance its 'instance' field names (else the one with its file "
         "name) and a summary table ends the report.")
-    p.epilog = "Exit status: 0 when every decision is feasible, 1 when any breaks a rule, 2 on bad input."
+    p.epilog = ("Exit status: 0 when every decision is feasible, 1 when any breaks a rule (a decision that is valid JSON "
+                "but not a schedule object breaks rule 1, as check says), 2 on bad input (files, options, invalid JSON).")
     p.add_argument("instance", help="round instance JSON (.json or .json.gz), or a directory of them")
     p.add_argument("decision", help="the decision: a schedule JSON in the contract's format, or a directory of them")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SEC",
@@ -228,6 +229,8 @@ def _table(reports: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> int:
     if not args.time_limit > 0:
         raise InputError("--time-limit", args.time_limit, "must be positive")
+    if args.weights is not None and not args.loglik:
+        raise InputError("--weights", args.weights, "applies only with --loglik (the weights the log-likelihood is scored by)")
     get_method(args.solver)
     if args.out:
         check_writable(args.out)

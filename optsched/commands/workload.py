@@ -13,7 +13,7 @@ from typing import Any
 from optsched.commands.simulate import parse_mix
 from optsched.errors import InputError
 from optsched.io import check_writable
-from optsched.limits import whole_number
+from optsched.limits import MAX_SEED, whole_number
 from optsched.sim.synthetic import describe, resolve_spec, synthetic_trace
 from optsched.sim.traces import write_trace_csv
 from optsched.sim.workload import parse_duration
@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out:
         check_writable(args.out)
+    if not 0 <= args.seed <= MAX_SEED:  # as simulate and solve take it
+        raise InputError("--seed", args.seed, f"must be in [0, {MAX_SEED}]")
     over: dict[str, Any] = {"seed": args.seed}
     for key, flag in (("jobs", "jobs"), ("rate_per_h", "rate"), ("load", "load"), ("gpus", "gpus"), ("duration", "duration"),
                       ("gang_share", "gang_share"), ("node_gpus", "node_gpus"), ("source", "source"),

@@ -135,7 +135,7 @@ class CsvSchema:
         added to (and replace) the file's, and ``settings`` that are not ``None`` replace its."""
         p = file_path(path, "schema")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8-sig")  # a byte-order mark skipped, as every other input's
         except FileNotFoundError:
             raise InputError("schema", str(p), "no such file") from None
         except (OSError, UnicodeDecodeError) as e:
