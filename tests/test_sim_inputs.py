@@ -894,3 +894,12 @@ def test_a_schema_file_with_a_byte_order_mark_is_read_like_every_other_input(tmp
                                                                       "duration": "secs"}}).encode())
     tr = load_csv(trace, CsvSchema.from_file(schema))
     assert list(tr.gpus) == [1, 2]
+
+
+def test_a_datetime_format_strptime_does_not_know_is_refused_up_front():
+    # '%Q' failed every cell as "must be a date-time in '%Q'", hiding strptime's own reason
+    cols = {"id": "a", "submit": "b", "gpus": "c", "duration": "d"}
+    with pytest.raises(InputError, match="bad directive") as e:
+        CsvSchema(cols, datetime_format="%Q")
+    assert e.value.field == "datetime_format"
+    assert CsvSchema(cols, datetime_format="%d/%m/%Y %H:%M").datetime_format == "%d/%m/%Y %H:%M"

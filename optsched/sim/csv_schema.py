@@ -10,6 +10,7 @@ import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -80,6 +81,12 @@ class CsvSchema:
                 raise InputError(name, u, f"unknown time unit; known: {list(TIME_UNITS)}")
         if self.datetime_format is not None and (not isinstance(self.datetime_format, str) or "%" not in self.datetime_format):
             raise InputError("datetime_format", self.datetime_format, "must be a strptime format such as %Y-%m-%d %H:%M:%S")
+        if self.datetime_format is not None:
+            try:  # a directive strptime does not know ("%Q") would fail every cell as a mismatch
+                datetime.strptime(datetime(2001, 2, 3, 4, 5, 6).strftime(self.datetime_format), self.datetime_format)
+            except ValueError as e:
+                if "directive" in str(e) or "stray" in str(e):
+                    raise InputError("datetime_format", self.datetime_format, f"is not a strptime format: {e}") from None
         if not isinstance(self.comment, str) or not self.comment:
             raise InputError("comment", self.comment, "must be a non-empty marker such as #")
         for name, what in (("gpu_unit", "GPUs one unit of the gpus column"), ("cpu_unit", "cores one unit of the cpu_cores column")):
