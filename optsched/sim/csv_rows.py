@@ -59,7 +59,8 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
     numbers: list[int] = []
     try:
         with p.open(newline="", encoding="utf-8-sig") as fh:
-            lines = numbered(fh, comment, numbers)
+            nul: list[int] = []
+            lines = _flag_nul(numbered(fh, comment, numbers), numbers, nul)
             first = next(lines, "")
             sep = delimiter or delimiter_of(first)
             reader = csv.DictReader(itertools.chain([first] if first else [], lines), fieldnames=list(header) if header else None,
@@ -70,11 +71,8 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
                     reader.fieldnames = [f.strip() for f in reader.fieldnames]
                 start = reader.line_num
                 for r in reader:
-                    cells = [v for v in r.values() if isinstance(v, str)]
-                    if any("\x00" in v for v in cells):  # Python's csv reads NUL bytes
-                        raise csv_error(p, numbers[reader.line_num - 1], csv.Error("line contains NUL"))
-                    if any("\n" in v or "\r" in v for v in cells):  # no trace field spans lines: a stray quote did
-                        raise InputError(f"{p.name}[line {numbers[start]}]", next(v for v in cells if "\n" in v or "\r" in v)[:60],
+                    if reader.line_num - start > 1:  # a row over several lines: no trace field spans lines, a stray quote did
+                        raise InputError(f"{p.name}[line {numbers[start]}]", short_list([str(v) for v in r.values()], 4),
                                          f"a quoted cell runs from line {numbers[start]} to {numbers[reader.line_num - 1]}: "
                                          "is a quote unbalanced?")
                     start = reader.line_num
@@ -83,6 +81,8 @@ def read_rows(path: str | Path, required: Sequence[str], *, header: Sequence[str
             except csv.Error as e:
                 raise csv_error(p, numbers[min(reader.reader.line_num, len(numbers)) - 1] if numbers else 1, e) from None
             fields = reader.fieldnames or []
+            if nul:  # Python's csv reads NUL bytes: "j1" and "j1\0" would be two jobs
+                raise csv_error(p, nul[0], csv.Error("line contains NUL"))
     except FileNotFoundError:
         raise InputError("path", str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -127,6 +127,15 @@ def numbered(lines: Iterable[str], comment: str, numbers: list[int]) -> Iterator
         if line.strip() and not line.lstrip().startswith(comment):
             numbers.append(n)
             yield line
+
+
+def _flag_nul(lines: Iterator[str], numbers: list[int], nul: list[int]) -> Iterator[str]:
+    """``lines`` as they come (from :func:`numbered`), noting in ``nul`` the file line of each that
+    holds a NUL byte."""
+    for line in lines:
+        if "\x00" in line:
+            nul.append(numbers[-1])
+        yield line
 
 
 def uncommented(lines: Iterable[str], comment: str = "#") -> Iterator[str]:
