@@ -43,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the gap between the two, and the jobs the decision places differently from the reference. Given two "
         "directories, each decision is paired with the instance its 'instance' field names (else the one with its file "
         "name) and a summary table ends the report.")
-    p.epilog = ("Exit status: 0 when every decision is feasible, 1 when any breaks a rule (a decision that is valid JSON "
-                "but not a schedule object breaks rule 1, as check says), 2 on bad input (files, options, invalid JSON).")
+    p.epilog = ("Exit status: 0 when every decision is feasible, 1 when any breaks a rule, 2 on bad input (files, options, "
+                "invalid JSON). A decision that is valid JSON but not a schedule object breaks rule 1, as check says.")
     p.add_argument("instance", help="round instance JSON (.json or .json.gz), or a directory of them")
     p.add_argument("decision", help="the decision: a schedule JSON in the contract's format, or a directory of them")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SEC",
