@@ -371,3 +371,13 @@ def test_sizes_beyond_the_cluster_get_no_variant_and_long_size_lists_stay_cheap(
         res = solve_round(inst, solver=m, time_limit=2)
         assert not check_schedule(inst, res.schedule), m
         assert res.schedule.jobs["j0"].gpus <= 8
+
+
+def test_a_quota_tenant_whose_elastic_jobs_cannot_run_on_the_cluster_is_still_modelled():
+    # every size of the tenant's only job is beyond its GPU types' GPUs (the cluster lacks its
+    # type): it gets no variant, and the quota rule must still read the tenant's use as 0
+    nodes = [{"id": "n0", "gpu_type": "B", "gpus": 2, "cpus": 8, "mem_gb": 64}]
+    inst = Instance.from_dict(_round([_job(0, 1, gpu_speed={"A": 1.0}, elastic={"gpus": [1], "scaling": [1.0]}, tenant="a"),
+                                      _job(1, 1, tenant="b")], nodes=nodes, tenants={"a": {"quota_gpus": 1}, "b": {"quota_gpus": 0}}))
+    res = solve_round(inst, solver="cpsat", time_limit=2, num_workers=1)
+    assert not check_schedule(inst, res.schedule) and res.status.value == "optimal"

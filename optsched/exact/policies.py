@@ -85,7 +85,8 @@ def add_quota_reclaim(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> No
         if g > quotas[t]:
             continue
         if isinstance(osel[j], int):  # the job has no mode: it is always out
-            model.add(used[t] >= quotas[t] + 1 - g).only_enforce_if(borrow)
+            # (a tenant whose every job is too large for its GPU types has no variant: it uses 0)
+            model.add(used.get(t, 0) >= quotas[t] + 1 - g).only_enforce_if(borrow)
             continue
         out = model.new_bool_var(f"out[{j}]")
         model.add(osel[j] == 0).only_enforce_if(out)
