@@ -903,3 +903,14 @@ def test_a_datetime_format_strptime_does_not_know_is_refused_up_front():
         CsvSchema(cols, datetime_format="%Q")
     assert e.value.field == "datetime_format"
     assert CsvSchema(cols, datetime_format="%d/%m/%Y %H:%M").datetime_format == "%d/%m/%Y %H:%M"
+
+
+def test_a_unit_is_named_as_the_option_only_where_the_option_gave_it(tmp_path, capsys):
+    trace = _write(tmp_path, "t.csv", "name,queued,gpus,secs\na,0,1,60\n")
+    schema = _write(tmp_path, "s.json", json.dumps({"columns": {"id": "name", "submit": "queued", "gpus": "gpus", "duration": "secs"},
+                                                    "time_unit": "parsecs"}))
+    base = ["simulate", str(trace), "--schema", str(schema), "--allocator", "fungible-greedy", "--no-progress", "-o", str(tmp_path / "o")]
+    assert main(base) == 2
+    assert "bad input: time_unit: unknown time unit" in capsys.readouterr().err  # the schema file's, not --time-unit's
+    assert main([*base, "--time-unit", "h", "--gpu-unit", "-1"]) == 2
+    assert "bad input: --gpu-unit: must be a number > 0" in capsys.readouterr().err

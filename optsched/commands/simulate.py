@@ -150,10 +150,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 _OPTION_OF = {"start/length": "--start/--length", "min_duration/max_duration": "--min-duration/--max-duration", "cap_mode": "--cap-mode",
               "target_load": "--target-load", "cpus": "--cpus", "mem_gb": "--mem-gb", "max_gpus": "--cluster", "cluster": "--cluster", "trace": "trace",
               "spread_factor": "--spread-factor", "window.start_s": "--start", "window.length_s": "--length",
-              "window.max_jobs": "--max-jobs", "restart_s": "--restart", "gpu_unit": "--gpu-unit", "cpu_unit": "--cpu-unit",
-              "time_unit": "--time-unit", "gpu_type": "--cluster", "cluster.fraction": "--cluster", "cluster.mix": "--cluster",
-              "mix": "--mix", "load": "--load", "start": "--start", "length": "--length", "min_duration": "--min-duration",
-              "max_duration": "--max-duration", "restart": "--restart"}
+              "window.max_jobs": "--max-jobs", "restart_s": "--restart", "gpu_type": "--cluster", "cluster.fraction": "--cluster",
+              "cluster.mix": "--cluster", "mix": "--mix", "load": "--load", "start": "--start", "length": "--length",
+              "min_duration": "--min-duration", "max_duration": "--max-duration"}
 
 
 #: SimConfig's fields -> the options that set them
@@ -326,10 +325,15 @@ def _schema(args: argparse.Namespace) -> CsvSchema | None:
                 raise InputError(flag, value, "applies only with --columns or --schema")
         return None
     columns = CsvSchema.parse_columns(args.columns) if args.columns else {}
-    if args.schema:
-        return CsvSchema.from_file(args.schema, columns=columns, time_unit=args.time_unit, gpu_unit=args.gpu_unit, cpu_unit=args.cpu_unit)
-    return CsvSchema(columns, time_unit=args.time_unit or "s", gpu_unit=1.0 if args.gpu_unit is None else args.gpu_unit,
-                     cpu_unit=1.0 if args.cpu_unit is None else args.cpu_unit)
+    try:
+        if args.schema:
+            return CsvSchema.from_file(args.schema, columns=columns, time_unit=args.time_unit, gpu_unit=args.gpu_unit, cpu_unit=args.cpu_unit)
+        return CsvSchema(columns, time_unit=args.time_unit or "s", gpu_unit=1.0 if args.gpu_unit is None else args.gpu_unit,
+                         cpu_unit=1.0 if args.cpu_unit is None else args.cpu_unit)
+    except InputError as e:  # a unit the option gave (it replaces the schema file's) is named as the option
+        if e.field in ("time_unit", "gpu_unit", "cpu_unit") and getattr(args, e.field) is not None:
+            raise InputError("--" + e.field.replace("_", "-"), e.value, e.problem) from None
+        raise
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:

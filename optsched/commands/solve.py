@@ -58,16 +58,11 @@ def parse_options(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise InputError("--option", item, "must be KEY=VALUE")
         try:
-            json.loads(value)
-        except json.JSONDecodeError:  # not JSON at all: the text itself
-            out[key.strip()] = value
-            continue
-        except (RecursionError, ValueError):  # JSON the strict reader refuses, saying why
-            pass
-        try:
             out[key.strip()] = parse_json(value)
         except InputError as e:
-            raise InputError("--option", item, e.problem) from None
+            if not e.problem.startswith("is not valid JSON"):  # JSON the strict reader refuses, saying why
+                raise InputError("--option", item, e.problem) from None
+            out[key.strip()] = value  # not JSON at all: the text itself
     return out
 
 

@@ -59,7 +59,8 @@ def add_quota_reclaim(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> No
     quotas = inst.round.tenants or {}
     model = m.model
     total = sum(n.gpus for n in inst.nodes)
-    members: dict[str | None, list[int]] = {}
+    # every quota tenant, also one whose jobs have no variant (all too large for their GPU types)
+    members: dict[str | None, list[int]] = {t: [] for t in quotas}
     for d in m.data:
         members.setdefault(d.job.tenant if d.job.tenant in quotas else None, []).append(d.index)
     used = {t: sum(m.data[j].job.gpus * sel[j] for j in js) for t, js in members.items()}
@@ -85,8 +86,7 @@ def add_quota_reclaim(m: RoundModel, sel: dict[int, cp_model.LinearExprT]) -> No
         if g > quotas[t]:
             continue
         if isinstance(osel[j], int):  # the job has no mode: it is always out
-            # (a tenant whose every job is too large for its GPU types has no variant: it uses 0)
-            model.add(used.get(t, 0) >= quotas[t] + 1 - g).only_enforce_if(borrow)
+            model.add(used[t] >= quotas[t] + 1 - g).only_enforce_if(borrow)
             continue
         out = model.new_bool_var(f"out[{j}]")
         model.add(osel[j] == 0).only_enforce_if(out)
